@@ -1,0 +1,148 @@
+"""Audio in and out: any audio or video file to 16 kHz mono float32, the format every model here takes.
+
+libsndfile (soundfile) reads wav, flac, mp3, ogg and opus itself, quickly and without FFmpeg's quirks; the
+rest (m4a/aac, the audio track of mp4/mkv/webm videos, ...) goes through PyAV's bundled FFmpeg. Stereo
+and multichannel audio is downmixed by averaging the channels; soxr resamples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import av
+import numpy as np
+import soundfile
+import soxr
+
+from engine.errors import AudioError
+
+SAMPLE_RATE = 16000
+_MISSING_HINT = "Check the path."
+_WRITE_HINT = "Check that the folder exists, is writable, and that the disk isn't full."
+
+# Full scale of integer sample formats, so that decoded integers map to [-1, 1) as float.
+_INTEGER_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31, np.dtype(np.int64): 2.0**63}
+
+
+def load_audio(path) -> np.ndarray:
+    """The whole file as 16 kHz mono float32 [n] (an empty array if it holds no samples)."""
+    path = _existing_file(path)
+    try:
+        data, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    except soundfile.SoundFileError:  # not a format libsndfile knows: let FFmpeg try
+        chunks = list(stream_audio(path))
+        return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    mono = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
+    if rate != SAMPLE_RATE and mono.size:
+        mono = soxr.resample(mono, rate, SAMPLE_RATE)
+    return np.ascontiguousarray(mono, dtype=np.float32)
+
+
+def stream_audio(path, chunk_seconds: float = 30.0) -> Iterator[np.ndarray]:
+    """Yield the file as 16 kHz mono float32 chunks of ``chunk_seconds`` (the last one shorter).
+
+    Decodes and resamples as it goes (PyAV + soxr's streaming resampler), so memory stays at about one
+    chunk whatever the file's length.
+    """
+    path = _existing_file(path)
+    chunk = max(1, round(chunk_seconds * SAMPLE_RATE))
+    pending: list[np.ndarray] = []
+    n_pending = 0
+    with _open_audio(path) as (container, stream):
+        for pcm in _resampled(path, container, stream):
+            pending.append(pcm)
+            n_pending += pcm.shape[0]
+            if n_pending >= chunk:
+                joined = np.concatenate(pending)
+                n_full = n_pending // chunk * chunk
+                yield from np.split(joined[:n_full], n_full // chunk)
+                pending, n_pending = [joined[n_full:]], n_pending - n_full
+    if n_pending:
+        yield np.concatenate(pending)
+
+
+def duration(path) -> float:
+    """Length in seconds, read from the file's header; nothing is decoded."""
+    path = _existing_file(path)
+    try:
+        return soundfile.info(path).duration
+    except soundfile.SoundFileError:
+        pass
+    with _open_audio(path) as (container, stream):
+        if stream.duration is not None:
+            return float(stream.duration * stream.time_base)
+        if container.duration is not None:
+            return container.duration / av.time_base
+    raise AudioError(path, "the file doesn't say how long it is", "Convert it to wav or flac.")
+
+
+def save_wav(path, pcm16k: np.ndarray) -> None:
+    """Write 16 kHz mono float audio [n] as a 16-bit PCM wav file (samples beyond ±1 are clipped)."""
+    pcm = np.clip(np.asarray(pcm16k, dtype=np.float32), -1.0, 1.0)
+    try:
+        soundfile.write(str(path), pcm, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    except (soundfile.SoundFileError, OSError) as error:
+        raise AudioError(path, f"can't write the wav file ({error})", _WRITE_HINT) from error
+
+
+def _existing_file(path) -> str:
+    p = Path(path)
+    if not p.exists():
+        raise AudioError(path, "no such file", _MISSING_HINT)
+    if not p.is_file():
+        raise AudioError(path, "is a folder, not a file", _MISSING_HINT)
+    return str(p)
+
+
+@contextmanager
+def _open_audio(path: str):
+    """Open ``path`` with FFmpeg; yield (container, its first audio stream) or raise AudioError."""
+    try:
+        container = av.open(path)
+    except av.error.InvalidDataError as error:
+        raise AudioError(path, "isn't audio or video that FFmpeg can read") from error
+    except av.error.FFmpegError as error:
+        raise AudioError(path, f"can't be opened ({error.strerror})") from error
+    with container:
+        if not container.streams.audio:
+            raise AudioError(path, "has no audio track", "Pick a file with sound in it.")
+        yield container, container.streams.audio[0]
+
+
+def _resampled(path: str, container, stream) -> Iterator[np.ndarray]:
+    """The stream's audio as 16 kHz mono float32 pieces, one per decoded frame (some empty)."""
+    resampler = None
+    rate = None
+    for frame in _decoded(path, container, stream):
+        if frame.sample_rate != rate:  # the first frame, or a stream that changes rate midway
+            if resampler is not None:
+                yield resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            rate = frame.sample_rate
+            resampler = soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32") if rate != SAMPLE_RATE else None
+        mono = _frame_to_mono(frame)
+        yield resampler.resample_chunk(mono) if resampler is not None else mono
+    if resampler is not None:
+        yield resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+
+
+def _decoded(path: str, container, stream):
+    try:
+        yield from container.decode(stream)
+    except av.error.FFmpegError as error:
+        raise AudioError(path, f"the audio is damaged and can't be decoded ({error.strerror})") from error
+
+
+def _frame_to_mono(frame) -> np.ndarray:
+    """One decoded frame (any sample format, planar or packed) as mono float32 [samples]."""
+    samples = frame.to_ndarray()
+    channels = frame.layout.nb_channels
+    if not frame.format.is_planar:  # packed: one row of interleaved samples
+        samples = samples.reshape(-1, channels).T
+    if samples.dtype == np.uint8:
+        samples = (samples.astype(np.float32) - 128.0) / 128.0
+    elif samples.dtype in _INTEGER_FULL_SCALE:
+        samples = samples / _INTEGER_FULL_SCALE[samples.dtype]
+    mono = samples.mean(axis=0) if channels > 1 else samples[0]
+    return np.ascontiguousarray(mono, dtype=np.float32)

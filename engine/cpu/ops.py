@@ -1,0 +1,265 @@
+"""The numpy backend: every ``Ops`` method computed at once, in float32, on ``np.ndarray`` tensors.
+
+It is the oracle that the GPU kernels are tested against, so each method is written to be
+obviously what the contract in ``engine/ops.py`` says; speed comes from BLAS (``a @ w.T``) and from
+working on whole arrays, never from cleverness that would hide a mistake.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ops import Activation, Ops, Tensor, WeightSource
+
+_Q8_0_BLOCK = 32  # values per Q8_0 block: one float16 scale, then 32 int8
+_Q8_0_BLOCK_BYTES = 2 + _Q8_0_BLOCK
+
+# Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
+# z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.
+_ERFC_COEFFS = (
+    0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+    -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223,
+)
+# Elementwise float64 work is done in slices that stay in cache: ~4x faster than whole arrays.
+_CHUNK = 16384
+
+
+def dequantize(source: WeightSource) -> np.ndarray:
+    """The float32 [N, K] values of a GGUF weight (F32, F16 or Q8_0 blocks)."""
+    if len(source.shape) != 2:
+        raise ValueError(f"{source.name}: a weight must be 2-D [N, K], got shape {source.shape}")
+    n, k = source.shape
+    data = np.asarray(source.data)
+    if source.ggml_type in ("F32", "F16"):
+        return data.astype(np.float32).reshape(n, k)
+    if source.ggml_type == "Q8_0":
+        if k % _Q8_0_BLOCK:
+            raise ValueError(f"{source.name}: Q8_0 rows must be a multiple of 32 wide, got K={k}")
+        blocks = np.ascontiguousarray(data, dtype=np.uint8).reshape(n, k // _Q8_0_BLOCK, _Q8_0_BLOCK_BYTES)
+        scales = blocks[:, :, :2].copy().view(np.float16).astype(np.float32)  # [N, K/32, 1]
+        values = blocks[:, :, 2:].view(np.int8).astype(np.float32)  # [N, K/32, 32]
+        return (values * scales).reshape(n, k)
+    raise ValueError(f"{source.name}: unsupported weight type {source.ggml_type}")
+
+
+def erfc_nonnegative(z: np.ndarray) -> np.ndarray:
+    """erfc(z) for float64 z >= 0 (absolute error < 1e-7); overwrites z to save memory traffic."""
+    t = z * 0.5
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = np.full_like(t, _ERFC_COEFFS[0])
+    for c in _ERFC_COEFFS[1:]:
+        poly *= t
+        poly += c
+    z *= z
+    poly -= z
+    np.exp(poly, out=poly)
+    poly *= t
+    return poly
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact GELU ``x * Φ(x)`` with Φ from erfc in float64, so negative tails keep their precision."""
+    flat = x.reshape(-1)
+    out = np.empty_like(flat)
+    for start in range(0, flat.size, _CHUNK):
+        xc = flat[start : start + _CHUNK]
+        tail = erfc_nonnegative(np.abs(xc, dtype=np.float64) * np.sqrt(0.5))
+        tail *= 0.5  # Φ(-|x|)
+        phi = np.where(xc >= 0, 1.0 - tail, tail)
+        out[start : start + _CHUNK] = xc * phi
+    return out.reshape(x.shape)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Logistic function without overflow for large |x| (tanh form)."""
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def softmax_rows(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, shifted by the row max so exp never overflows."""
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
+
+
+def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
+    if act == "none":
+        return x
+    if act == "gelu":
+        return gelu(x)
+    if act == "silu":
+        return x * sigmoid(x)
+    if act == "relu":
+        return np.maximum(x, 0.0)
+    if act == "tanh":
+        return np.tanh(x)
+    raise ValueError(f"unknown activation {act!r}")
+
+
+class KvCache:
+    """K and V rows of one attention layer: ``k``, ``v``: float16 [capacity, H*dh], as the GPU stores them."""
+
+    def __init__(self, n_heads: int, head_dim: int, capacity: int):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.capacity = capacity
+        self.k = np.zeros((capacity, n_heads * head_dim), np.float16)
+        self.v = np.zeros((capacity, n_heads * head_dim), np.float16)
+
+
+class NumpyOps(Ops):
+    """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``."""
+
+    name = "cpu"
+
+    # ---- data movement ------------------------------------------------------------------------
+
+    def tensor(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array, dtype=np.float32)  # a copy: the caller may reuse its array
+
+    def ids(self, ids: np.ndarray) -> np.ndarray:
+        return np.array(ids, dtype=np.uint32).reshape(-1)
+
+    def weight(self, source: WeightSource) -> np.ndarray:
+        return dequantize(source)
+
+    def read(self, x: np.ndarray) -> np.ndarray:
+        return np.array(x)  # a copy, as a GPU read-back would be
+
+    # ---- linear algebra -----------------------------------------------------------------------
+
+    def gemm(self, a, w, bias=None, act="none", residual=None, alpha=1.0):
+        c = a @ w.T
+        if bias is not None:
+            c += bias
+        c = apply_activation(c, act)
+        if residual is not None:
+            c = residual + np.float32(alpha) * c
+        return c
+
+    def gemv(self, a, w, bias=None, act="none", residual=None, alpha=1.0):
+        if a.shape[0] != 1:
+            raise ValueError(f"gemv takes one row, got a of shape {a.shape}")
+        return self.gemm(a, w, bias, act, residual, alpha)
+
+    def add(self, x, y):
+        if x.shape != y.shape:
+            raise ValueError(f"add needs equal shapes, got {x.shape} and {y.shape}")
+        return x + y
+
+    # ---- embeddings -----------------------------------------------------------------------------
+
+    def embed(self, ids, table, positions, pos0):
+        rows = table[ids.astype(np.int64)]
+        if positions is not None:
+            rows = rows + positions[pos0 : pos0 + len(ids)]
+        return rows.astype(np.float32)
+
+    # ---- normalisation and activations ----------------------------------------------------------
+
+    def layer_norm(self, x, w, b, eps=1e-5):
+        centred = x - x.mean(axis=-1, keepdims=True)
+        var = np.mean(centred * centred, axis=-1, keepdims=True)
+        y = centred / np.sqrt(var + np.float32(eps))
+        if w is not None:
+            y *= w
+        if b is not None:
+            y += b
+        return y
+
+    def group_norm(self, x, groups, w, b, eps=1e-5):
+        t, c = x.shape
+        g = x.reshape(t, groups, c // groups)
+        centred = g - g.mean(axis=(0, 2), keepdims=True)
+        var = np.mean(centred * centred, axis=(0, 2), keepdims=True)
+        y = (centred / np.sqrt(var + np.float32(eps))).reshape(t, c)
+        return y * w + b
+
+    def softmax(self, x):
+        return softmax_rows(x)
+
+    def glu(self, x):
+        d = x.shape[1] // 2
+        return x[:, :d] * sigmoid(x[:, d:])
+
+    def swiglu(self, x):
+        d = x.shape[1] // 2
+        gate = x[:, d:]
+        return x[:, :d] * (gate * sigmoid(gate))
+
+    # ---- convolution ------------------------------------------------------------------------------
+
+    def im2col(self, x, kernel, stride, pad):
+        padded = np.pad(x, ((pad, pad), (0, 0)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, kernel, axis=0)  # [T', C, kernel]
+        windows = windows[::stride]
+        return np.ascontiguousarray(windows).reshape(windows.shape[0], -1)  # column c*kernel + j
+
+    def depthwise_conv(self, x, w, b, pad_left):
+        t = x.shape[0]
+        k = w.shape[1]
+        padded = np.pad(x, ((pad_left, k - 1 - pad_left), (0, 0)))
+        out = np.zeros_like(x) if b is None else np.broadcast_to(b, x.shape).astype(np.float32)
+        for j in range(k):
+            out += w[:, j] * padded[j : j + t]
+        return out
+
+    # ---- attention --------------------------------------------------------------------------------
+
+    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None):
+        tq, tk = q.shape[0], k.shape[0]
+        dh = q.shape[1] // n_heads
+        scale = np.float32(1.0 / np.sqrt(dh) if scale is None else scale)
+        hidden = None
+        if causal:  # query i sees keys j <= i + (tk - tq)
+            hidden = np.arange(tk)[None, :] > np.arange(tq)[:, None] + (tk - tq)
+        if rel is not None:  # score[h, i, j] += rel[h, i, (tq - 1) + j - i]
+            rel_index = (tq - 1) + np.arange(tk)[None, :] - np.arange(tq)[:, None]
+        out = np.empty((tq, n_heads * dh), np.float32)
+        for h in range(n_heads):
+            cols = slice(h * dh, (h + 1) * dh)
+            scores = (q[:, cols] @ k[:, cols].T) * scale  # [tq, tk]
+            if rel is not None:
+                scores += np.take_along_axis(rel[h], rel_index, axis=1)
+            if hidden is not None:
+                scores[hidden] = -np.inf
+            out[:, cols] = softmax_rows(scores) @ v[:, cols]
+        return out
+
+    def rotary(self, x, n_heads, rot_dim, base, pos0, interleaved):
+        t, width = x.shape
+        heads = x.reshape(t, n_heads, width // n_heads)
+        half = rot_dim // 2
+        positions = np.arange(pos0, pos0 + t, dtype=np.float64)[:, None]
+        angles = positions * base ** (-2.0 * np.arange(half) / rot_dim)  # [T, rot_dim/2]
+        cos = np.cos(angles).astype(np.float32)[:, None, :]
+        sin = np.sin(angles).astype(np.float32)[:, None, :]
+        # pair i is (first[i], second[i]): dims (2i, 2i+1) interleaved, else (i, i + rot_dim/2)
+        first = np.arange(0, rot_dim, 2) if interleaved else np.arange(half)
+        second = first + 1 if interleaved else first + half
+        x0, x1 = heads[:, :, first], heads[:, :, second]
+        out = heads.copy()
+        out[:, :, first] = x0 * cos - x1 * sin
+        out[:, :, second] = x0 * sin + x1 * cos
+        return out.reshape(t, width)
+
+    # ---- decoding -------------------------------------------------------------------------------
+
+    def argmax(self, x):
+        return np.argmax(x, axis=1).astype(np.uint32)  # numpy returns the first index on ties
+
+    def kv_cache(self, n_heads, head_dim, capacity):
+        return KvCache(n_heads, head_dim, capacity)
+
+    def kv_pack(self, cache, k, v, pos0):
+        end = pos0 + k.shape[0]
+        if end > cache.capacity:
+            raise ValueError(f"KV cache holds {cache.capacity} positions, writing up to {end}")
+        cache.k[pos0:end] = k
+        cache.v[pos0:end] = v
+
+    def attend(self, q, cache, length, causal=True, scale=None):
+        k = cache.k[:length].astype(np.float32)
+        v = cache.v[:length].astype(np.float32)
+        return self.attention(q, k, v, cache.n_heads, causal=causal, scale=scale)

@@ -1,0 +1,29 @@
+"""The engine's exceptions. Each message says what is wrong and what the user can do about it."""
+
+from __future__ import annotations
+
+
+class SaysoError(Exception):
+    """Base of every error the engine raises on purpose; the CLI and app show ``str(error)`` as is."""
+
+
+class ModelFileError(SaysoError):
+    """A model file is missing, truncated, corrupt, or of a kind we don't support."""
+
+    def __init__(self, path, problem: str, hint: str = "Download or convert the model again."):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}. {hint}".strip())
+
+
+class AudioError(SaysoError):
+    """An audio file can't be read or decoded."""
+
+    def __init__(self, path, problem: str, hint: str = "Check that it is an audio or video file and not damaged."):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}. {hint}".strip())
+
+
+class GpuError(SaysoError):
+    """The GPU failed: no adapter, a validation error, device loss, out of memory, a cancelled submission."""

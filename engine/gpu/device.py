@@ -1,0 +1,156 @@
+"""The one object that owns the wgpu adapter and device.
+
+Everything GPU-side goes through a ``Device``: buffers, pipelines, submissions. It also turns wgpu's
+asynchronous failures into Python exceptions: validation errors that wgpu only logs, device loss,
+and submissions the driver dropped (see ``Recorder`` for the mark that detects those).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import wgpu
+
+from engine.errors import GpuError
+
+log = logging.getLogger(__name__)
+
+ADAPTER_ENV = "SAYSO_ADAPTER"
+"""Overrides the adapter choice: a substring of the adapter's name (``llvmpipe``, ``NVIDIA``) or its
+index in ``wgpu.gpu.enumerate_adapters_sync()``."""
+
+WANTED_FEATURES = ("shader-f16", "subgroup", "immediates", "timestamp-query", "pipeline-cache")
+"""Optional features the fast kernel tier can use; we ask for each one the adapter offers."""
+
+
+class _ErrorTrap(logging.Handler):
+    """Catches errors that wgpu-py logs instead of raising (uncaptured errors, device loss).
+
+    wgpu-native reports them through a callback that can't raise into the call that caused them, so
+    wgpu-py logs them on the ``wgpu`` logger. We keep the first one and raise it at the next call.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.lock = threading.Lock()
+        self.message: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.lock:
+            if self.message is None:
+                self.message = record.getMessage()
+
+    def take(self) -> str | None:
+        with self.lock:
+            message, self.message = self.message, None
+            return message
+
+
+def _pick_adapter() -> wgpu.GPUAdapter:
+    wanted = os.environ.get(ADAPTER_ENV, "").strip()
+    try:
+        if not wanted:
+            return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        adapters = wgpu.gpu.enumerate_adapters_sync()
+    except RuntimeError as error:  # wgpu raises a plain RuntimeError when there is no adapter
+        raise GpuError(
+            f"No GPU adapter found ({error}). Install a Vulkan driver (mesa-vulkan-drivers on Debian/Ubuntu) "
+            "or run with --device cpu."
+        ) from None
+    if wanted.isdigit() and int(wanted) < len(adapters):
+        return adapters[int(wanted)]
+    for adapter in adapters:
+        if wanted.lower() in adapter.info["device"].lower():
+            return adapter
+    names = ", ".join(f"{i}: {a.info['device']}" for i, a in enumerate(adapters)) or "none"
+    raise GpuError(f"{ADAPTER_ENV}={wanted!r} matches no adapter (available: {names}). Unset it or pick one of those.")
+
+
+class Device:
+    """Owns the wgpu adapter and device, and says what they are in one line (``describe``)."""
+
+    def __init__(self) -> None:
+        self.adapter = _pick_adapter()
+        self.info = self.adapter.info
+        self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)
+        limits = self.adapter.limits
+        # Ask for the adapter's own maxima: the defaults (128 MiB bindings, 16 KiB shared memory)
+        # are below what large weight matrices and tiled kernels need on real GPUs.
+        required = {
+            name: limits[name]
+            for name in (
+                "max-storage-buffer-binding-size",
+                "max-buffer-size",
+                "max-compute-workgroup-storage-size",
+                "max-compute-invocations-per-workgroup",
+                "max-compute-workgroup-size-x",
+                "max-compute-workgroup-size-y",
+                "max-storage-buffers-per-shader-stage",
+                "max-compute-workgroups-per-dimension",
+                "max-immediate-size",
+            )
+            if name in limits
+        }
+        self.trap = _ErrorTrap()
+        logging.getLogger("wgpu").addHandler(self.trap)
+        try:
+            self.device = self.adapter.request_device_sync(required_features=self.features, required_limits=required)
+        except Exception as error:  # noqa: BLE001 - wgpu raises several unrelated types here
+            raise GpuError(f"Could not open the GPU device {self.info['device']!r}: {error}") from None
+        self.queue = self.device.queue
+        self.limits = self.device.limits
+
+    @property
+    def is_cpu(self) -> bool:
+        """True for software adapters (lavapipe, llvmpipe, WARP): correct, but slower than numpy."""
+        return self.info["adapter_type"].lower() == "cpu" or "llvmpipe" in self.info["device"].lower()
+
+    @property
+    def max_binding(self) -> int:
+        return self.limits["max-storage-buffer-binding-size"]
+
+    def describe(self) -> str:
+        """One line: backend, adapter name, adapter type, features (e.g. for logs and ``sayso doctor``)."""
+        features = ",".join(self.features) or "none"
+        return f"wgpu {self.info['backend_type']} | {self.info['device']} | {self.info['adapter_type']} | features: {features}"
+
+    def check(self) -> None:
+        """Raise the first error wgpu reported since the last check (validation error, device lost)."""
+        message = self.trap.take()
+        if message is not None:
+            raise self.failure("running recorded work", RuntimeError(message))
+
+    def failure(self, what: str, error: Exception) -> GpuError:
+        """A GpuError for a failed wgpu call, saying plainly when the cause is a lost device."""
+        text = str(error).strip()
+        if "lost" in text.lower():
+            return GpuError(
+                f"The GPU device {self.info['device']!r} was lost while {what} (driver reset, crash or "
+                "unplugged GPU). Restart the transcription; if it happens again use --device cpu."
+            )
+        return GpuError(f"GPU error on {self.info['device']!r} while {what}: {text}")
+
+    def buffer(self, nbytes: int, usage: int | None = None, label: str = "") -> wgpu.GPUBuffer:
+        """A storage buffer of at least ``nbytes`` (rounded up to 16 so empty tensors still bind)."""
+        if usage is None:
+            usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        size = max(16, (nbytes + 15) // 16 * 16)
+        if size > self.limits["max-buffer-size"]:
+            raise GpuError(
+                f"A {size / 2**20:.0f} MiB buffer ({label or 'tensor'}) exceeds the adapter's limit of "
+                f"{self.limits['max-buffer-size'] / 2**20:.0f} MiB. Use a smaller model or --device cpu."
+            )
+        try:
+            return self.device.create_buffer(size=size, usage=usage, label=label)
+        except Exception as error:  # noqa: BLE001
+            if "lost" in str(error).lower():
+                raise self.failure("allocating memory", error) from None
+            raise GpuError(
+                f"Could not allocate {size / 2**20:.1f} MiB on the GPU ({error}). Close other GPU apps or use --device cpu."
+            ) from None
+
+    def close(self) -> None:
+        logging.getLogger("wgpu").removeHandler(self.trap)
+        self.device.destroy()

@@ -1,0 +1,19 @@
+"""The GPU backend: ``GpuOps`` implements ``engine.ops.Ops`` with WGSL kernels.
+
+Each group of kernels is a mixin in its own module, next to its WGSL file in ``shaders/``:
+``linear`` (GEMM, GEMV, add, embedding, argmax), ``norm`` (LayerNorm, GroupNorm, softmax, GLU,
+SwiGLU, rotary), ``conv`` (im2col, depthwise conv), ``attention`` (flash attention, KV cache).
+"""
+
+from engine.gpu.ops.attention import AttentionOps
+from engine.gpu.ops.base import GpuOpsBase
+from engine.gpu.ops.conv import ConvOps
+from engine.gpu.ops.linear import LinearOps
+from engine.gpu.ops.norm import NormOps
+
+
+class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, GpuOpsBase):
+    """Every operation of ``engine.ops.Ops`` on one wgpu device."""
+
+
+__all__ = ["GpuOps"]

@@ -1,0 +1,152 @@
+"""GPU tensors, the buffer pool they come from, and weights uploaded in their GGUF type.
+
+Activations are float32 buffers from a pool: when a ``GpuTensor`` is garbage collected its buffer
+goes back to the pool and the next tensor of the same size class takes it. CPython frees
+deterministically, so the same sequence of calls gets the same buffers, which is what lets the
+recorder reuse its bind groups. Reuse while recorded work still reads a buffer is safe: dispatches
+in a queue run in order and wgpu puts barriers between them.
+
+Weights stay in their GGUF type on the GPU (a Q8_0 matrix costs 1.06 bytes per value, not 4) with
+rows and columns zero-padded to the GEMM tile so kernels need no bounds checks on the weight side.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import wgpu
+
+from engine.gpu.device import Device
+from engine.ops import WeightSource
+
+ROW_TILE = 64  # weight rows (N) are padded to a multiple of this
+COL_TILE = 32  # weight columns (K) are padded to a multiple of this (one Q8_0 block)
+Q8_BLOCK = 32
+
+
+def size_class(nbytes: int) -> int:
+    """Round up so that tensors of nearby sizes share buffers: 256-byte steps below 64 KiB, then
+    eight steps per power of two (at most 12.5% waste)."""
+    if nbytes <= 65536:
+        return max(256, (nbytes + 255) // 256 * 256)
+    step = 1 << (nbytes.bit_length() - 4)
+    return (nbytes + step - 1) // step * step
+
+
+class BufferPool:
+    """Free storage buffers by size class."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.free: dict[int, list[wgpu.GPUBuffer]] = defaultdict(list)
+        self.allocated_bytes = 0
+
+    def take(self, nbytes: int) -> wgpu.GPUBuffer:
+        size = size_class(nbytes)
+        if self.free[size]:
+            return self.free[size].pop()
+        self.allocated_bytes += size
+        return self.device.buffer(size, label="activation")
+
+    def give(self, buffer: wgpu.GPUBuffer) -> None:
+        self.free[buffer.size].append(buffer)
+
+    def clear(self) -> None:
+        """Drop the free buffers (after a long file, so an idle app does not hold peak memory)."""
+        for buffers in self.free.values():
+            for buffer in buffers:
+                self.allocated_bytes -= buffer.size
+                buffer.destroy()
+        self.free.clear()
+
+
+class GpuTensor:
+    """A float32 (or uint32 for ids) tensor in a pooled GPU buffer. ``shape`` is logical, row-major."""
+
+    __slots__ = ("buffer", "shape", "dtype", "__weakref__")
+
+    def __init__(self, pool: BufferPool, shape: tuple[int, ...], dtype=np.float32) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.buffer = pool.take(self.nbytes)
+        weakref.finalize(self, pool.give, self.buffer)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"GpuTensor({self.shape}, {self.dtype.name})"
+
+
+@dataclass
+class GpuWeight:
+    """A 2-D weight [n, k] on the GPU in its GGUF type, padded to [n_pad, k_pad] with zeros.
+
+    * ``F32``: ``data`` holds f32 [n_pad, k_pad].
+    * ``F16``: ``data`` holds f16 [n_pad, k_pad] (read as u32 pairs with ``unpack2x16float``).
+    * ``Q8_0``: ``data`` holds int8 [n_pad, k_pad] (read as u32 quads), ``scales`` f16
+      [n_pad, k_pad/32] (rounded up to an even count per row so rows start on a u32).
+    """
+
+    name: str
+    kind: str
+    n: int
+    k: int
+    n_pad: int
+    k_pad: int
+    data: wgpu.GPUBuffer
+    scales: wgpu.GPUBuffer | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.k)
+
+    @property
+    def scales_per_row(self) -> int:
+        """f16 scales per row in ``scales`` (even, so each row starts at a whole u32)."""
+        blocks = self.k_pad // Q8_BLOCK
+        return blocks + (blocks & 1)
+
+
+def _pad(array: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    out = np.zeros((rows, cols), dtype=array.dtype)
+    out[: array.shape[0], : array.shape[1]] = array
+    return out
+
+
+def upload_weight(device: Device, source: WeightSource) -> GpuWeight:
+    """Upload a GGUF weight, keeping its type. Conv kernels arrive flattened to 2-D by the caller."""
+    if len(source.shape) != 2:
+        raise ValueError(f"{source.name}: weights must be 2-D, got shape {source.shape}")
+    n, k = source.shape
+    n_pad = -(-n // ROW_TILE) * ROW_TILE
+    k_pad = -(-k // COL_TILE) * COL_TILE
+
+    def put(array: np.ndarray, label: str) -> wgpu.GPUBuffer:
+        buffer = device.buffer(array.nbytes, label=label)
+        device.queue.write_buffer(buffer, 0, np.ascontiguousarray(array))
+        return buffer
+
+    kind = source.ggml_type
+    if kind == "F32":
+        data = put(_pad(np.asarray(source.data, np.float32).reshape(n, k), n_pad, k_pad), source.name)
+        return GpuWeight(source.name, kind, n, k, n_pad, k_pad, data)
+    if kind == "F16":
+        data = put(_pad(np.asarray(source.data, np.float16).reshape(n, k), n_pad, k_pad), source.name)
+        return GpuWeight(source.name, kind, n, k, n_pad, k_pad, data)
+    if kind == "Q8_0":
+        blocks = np.asarray(source.data, np.uint8).reshape(n, k // Q8_BLOCK, 2 + Q8_BLOCK)
+        scales = blocks[:, :, :2].copy().view(np.float16).reshape(n, k // Q8_BLOCK)
+        values = blocks[:, :, 2:].reshape(n, k).view(np.int8)
+        weight = GpuWeight(source.name, kind, n, k, n_pad, k_pad, put(_pad(values, n_pad, k_pad), source.name))
+        weight.scales = put(_pad(scales, n_pad, weight.scales_per_row), source.name + ".scales")
+        return weight
+    raise ValueError(f"{source.name}: weight type {kind} is not supported on the GPU (F32, F16, Q8_0 are)")

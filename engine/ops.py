@@ -1,0 +1,222 @@
+"""The operations every compute backend offers: the contract between model code and backends.
+
+Model code (``engine/whisper``, ``engine/moonshine``, ...) is written once against this interface
+and runs on either backend:
+
+* ``engine.gpu.GpuOps``: WGSL kernels through wgpu; tensors live in GPU buffers and calls are
+  *recorded*, then submitted when a result is read back (``read``) or ``flush`` is called.
+* ``engine.cpu.NumpyOps``: numpy; tensors are ``np.ndarray`` and calls run at once. It is the oracle
+  of the kernel tests and the engine's fallback when there is no real GPU.
+
+Conventions that hold for every method:
+
+* Activations are float32, row-major, time-major: a sequence of ``T`` frames of ``C`` channels is
+  ``[T, C]``. Multi-head tensors keep heads side by side in the channel axis: ``[T, H*dh]``, head
+  ``h`` owning columns ``h*dh .. (h+1)*dh``.
+* A linear weight is ``[N, K]`` (out features, in features), the PyTorch and GGUF layout, and
+  keeps its GGUF type (F32, F16, Q8_0) on the backend: ``Weight`` objects come from ``weight()``.
+* Methods return new tensors; inputs are never modified unless the docstring says so (KV caches).
+* Token ids are a backend tensor of uint32 (``ids``) so that an argmax on the GPU can feed the next
+  step's embedding without a read-back.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Activation = Literal["none", "gelu", "silu", "relu", "tanh"]
+"""The elementwise function applied to ``a·Wᵀ + b`` in ``gemm``/``gemv``. GELU is the exact erf form."""
+
+Tensor = Any
+"""A backend's activation tensor: ``np.ndarray`` on the CPU backend, ``GpuTensor`` on the GPU one.
+Every tensor has ``.shape`` (a tuple of ints)."""
+
+
+@dataclass(frozen=True)
+class WeightSource:
+    """A weight as it sits in a model file: the raw GGUF blocks plus their logical shape.
+
+    ``data`` is the array that ``gguf.GGUFReader`` exposes for the tensor (memory-mapped):
+    float32 ``[N, K]`` for F32, float16 ``[N, K]`` for F16, uint8 ``[N, K/32*34]`` for Q8_0 (each
+    block of 32 values: one f16 scale then 32 int8). ``shape`` is the logical numpy shape,
+    e.g. ``(N, K)``; convolution kernels are flattened to 2-D by the caller.
+    """
+
+    name: str
+    ggml_type: str  # "F32" | "F16" | "Q8_0"
+    shape: tuple[int, ...]
+    data: np.ndarray
+
+
+class Ops(abc.ABC):
+    """Abstract backend. See the module docstring for layout conventions."""
+
+    name: str  # "gpu" or "cpu"
+
+    # ---- data movement ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def tensor(self, array: np.ndarray) -> Tensor:
+        """Upload a float32 array (any shape) as a tensor that lives as long as the caller keeps it."""
+
+    @abc.abstractmethod
+    def ids(self, ids: np.ndarray) -> Tensor:
+        """Upload token ids ``[T]`` (uint32)."""
+
+    @abc.abstractmethod
+    def weight(self, source: WeightSource) -> Any:
+        """Make a 2-D ``[N, K]`` weight from its GGUF blocks, keeping its type where the backend can."""
+
+    @abc.abstractmethod
+    def read(self, x: Tensor) -> np.ndarray:
+        """Return ``x`` as a numpy array (float32, or uint32 for ids); submits pending GPU work."""
+
+    def flush(self) -> None:
+        """Submit recorded work without reading anything back (no-op on the CPU backend)."""
+
+    # ---- linear algebra -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def gemm(
+        self,
+        a: Tensor,
+        w: Any,
+        bias: Tensor | None = None,
+        act: Activation = "none",
+        residual: Tensor | None = None,
+        alpha: float = 1.0,
+    ) -> Tensor:
+        """``c = act(a·Wᵀ + bias)``, then ``c = residual + alpha·c`` when ``residual`` is given.
+
+        a: [M, K]; w: [N, K]; bias: [N]; residual: [M, N]; returns [M, N]. The residual epilogue
+        is how every pre-LN block adds its branch back (alpha 0.5 for a Conformer's half FFN),
+        GELU+residual is the FFN's second half when the add comes after the activation.
+        """
+
+    @abc.abstractmethod
+    def gemv(
+        self,
+        a: Tensor,
+        w: Any,
+        bias: Tensor | None = None,
+        act: Activation = "none",
+        residual: Tensor | None = None,
+        alpha: float = 1.0,
+    ) -> Tensor:
+        """``gemm`` for a single row, a: [1, K] -> [1, N]: the decoder's case, where a GEMM's tiles
+        would leave most of the GPU idle. Same epilogues as ``gemm``."""
+
+    @abc.abstractmethod
+    def add(self, x: Tensor, y: Tensor) -> Tensor:
+        """Elementwise ``x + y``; both [M, N] (e.g. a positional table onto conv output)."""
+
+    # ---- embeddings -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def embed(self, ids: Tensor, table: Any, positions: Tensor | None, pos0: int) -> Tensor:
+        """Token rows plus position rows: ``out[t] = table[ids[t]] + positions[pos0 + t]``.
+
+        ids: [T] uint32; table: weight [V, D] (any weight type); positions: [P, D] float32 or None;
+        returns [T, D]. ``pos0`` lets a decoder step embed at its place in the sequence.
+        """
+
+    # ---- normalisation and activations ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def layer_norm(self, x: Tensor, w: Tensor | None, b: Tensor | None, eps: float = 1e-5) -> Tensor:
+        """Normalise each row of x: [M, D] over D, then ``* w + b`` (w, b: [D], either may be None)."""
+
+    @abc.abstractmethod
+    def group_norm(self, x: Tensor, groups: int, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:
+        """GroupNorm on time-major x: [T, C]: channels split into ``groups`` groups of C/groups;
+        each group is normalised over all its T·C/groups values, then the per-channel affine w, b: [C].
+        (Moonshine's stem uses one group.)"""
+
+    @abc.abstractmethod
+    def softmax(self, x: Tensor) -> Tensor:
+        """Softmax of each row of x: [M, N] over N."""
+
+    @abc.abstractmethod
+    def glu(self, x: Tensor) -> Tensor:
+        """x: [M, 2D] -> [M, D]: ``x[:, :D] * sigmoid(x[:, D:])`` (the Conformer conv module's gate)."""
+
+    @abc.abstractmethod
+    def swiglu(self, x: Tensor) -> Tensor:
+        """x: [M, 2D] -> [M, D]: ``x[:, :D] * silu(x[:, D:])`` (Moonshine's decoder FFN: value first,
+        gate second)."""
+
+    # ---- convolution ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def im2col(self, x: Tensor, kernel: int, stride: int, pad: int) -> Tensor:
+        """Unfold x: [T, C] for a conv1d computed as a GEMM.
+
+        Returns [T_out, C*kernel] with column ``c*kernel + j`` = ``x[t*stride + j - pad, c]`` (zero
+        outside), T_out = (T + 2*pad - kernel) // stride + 1. The column order matches a conv weight
+        [C_out, C, kernel] flattened to [C_out, C*kernel], so ``gemm(im2col(x), w)`` is the conv.
+        """
+
+    @abc.abstractmethod
+    def depthwise_conv(self, x: Tensor, w: Tensor, b: Tensor | None, pad_left: int) -> Tensor:
+        """Depthwise conv1d, stride 1: x: [T, C], w: [C, k], b: [C] -> [T, C];
+        ``out[t, c] = b[c] + sum_j w[c, j] * x[t + j - pad_left, c]`` (zero outside). ``pad_left`` =
+        (k-1)//2 gives 'same' padding, k-1 a causal conv."""
+
+    # ---- attention --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        n_heads: int,
+        causal: bool = False,
+        scale: float | None = None,
+        rel: Tensor | None = None,
+    ) -> Tensor:
+        """Multi-head attention over whole sequences (encoders, prompt prefill), flash style.
+
+        q: [Tq, H*dh], k and v: [Tk, H*dh] -> [Tq, H*dh]. ``scale`` defaults to 1/sqrt(dh).
+        ``causal``: query i sees keys j <= i + (Tk - Tq). ``rel`` (Transformer-XL relative
+        positions, already shifted into place by index): [H, Tq, Tq + Tk - 1] float32, added to the
+        scaled score as ``rel[h, i, (Tq - 1) + j - i]``; its values are expected pre-scaled.
+        """
+
+    @abc.abstractmethod
+    def rotary(self, x: Tensor, n_heads: int, rot_dim: int, base: float, pos0: int, interleaved: bool) -> Tensor:
+        """Rotary position embedding on the first ``rot_dim`` dims of each head of x: [T, H*dh].
+
+        Row t has position ``pos0 + t``; pair i (i < rot_dim/2) turns by ``(pos0+t) * base**(-2i/rot_dim)``.
+        interleaved=True pairs dims (2i, 2i+1) (Moonshine, GPT-J); False pairs (i, i + rot_dim/2)
+        (GPT-NeoX / HF rotate_half). Dims past rot_dim pass through.
+        """
+
+    # ---- decoding -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def argmax(self, x: Tensor) -> Tensor:
+        """Index of the largest value of each row of x: [M, N] -> ids [M] (first index on ties)."""
+
+    @abc.abstractmethod
+    def kv_cache(self, n_heads: int, head_dim: int, capacity: int) -> Any:
+        """Allocate an empty K/V cache for ``capacity`` positions of ``n_heads`` heads (f16 on the GPU)."""
+
+    @abc.abstractmethod
+    def kv_pack(self, cache: Any, k: Tensor, v: Tensor, pos0: int) -> None:
+        """Write K and V rows k, v: [T, H*dh] into the cache at positions pos0 .. pos0+T-1 (in place)."""
+
+    @abc.abstractmethod
+    def attend(self, q: Tensor, cache: Any, length: int, causal: bool = True, scale: float | None = None) -> Tensor:
+        """Attention of new query rows over a cache holding ``length`` positions.
+
+        q: [Tq, H*dh] -> [Tq, H*dh]. With ``causal`` row i sees positions 0 .. length - Tq + i (so
+        Tq=1 sees all, and a prefill of Tq rows is causal); without it (cross-attention) every row
+        sees all ``length`` positions. ``scale`` defaults to 1/sqrt(dh). On the GPU the keys are split into blocks, each block
+        reduced to a partial (max, sum, weighted V) and a ``combine`` step merges them, so that one
+        query over 1500 encoder positions still fills the GPU.
+        """

@@ -1,0 +1,36 @@
+"""What a transcription returns, whatever the model family: text, timed segments, timed tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Token:
+    """One output token with the time (seconds, from the start of the file) at which it starts."""
+
+    id: int
+    text: str
+    start: float
+    probability: float = 1.0
+
+
+@dataclass
+class Segment:
+    """A stretch of speech between two timestamps, in seconds from the start of the file."""
+
+    start: float
+    end: float
+    text: str
+    tokens: list[Token] = field(default_factory=list)
+
+
+@dataclass
+class Transcript:
+    """A finished transcription. ``text`` is the segments' text joined with single spaces."""
+
+    text: str
+    segments: list[Segment]
+    language: str = ""
+    duration: float = 0.0
+    model: str = ""

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sets Sayso up on a fresh Debian/Ubuntu machine: system libraries, then a virtual environment
+# `.venv` at the repository root with the `sayso` command in it.
+#   bash packaging/setup.sh          # what the app needs
+#   bash packaging/setup.sh --test   # plus what the test suite needs (Xvfb, PulseAudio, xdotool, ...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runtime=(libvulkan1 mesa-vulkan-drivers libportaudio2 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
+         libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3 xdotool xclip)
+testing=(xvfb xauth xterm pulseaudio pulseaudio-utils libasound2-plugins)
+packages=("${runtime[@]}")
+extras=""
+if [[ "${1:-}" == "--test" ]]; then
+    packages+=("${testing[@]}")
+    extras="[test]"
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    echo "Installing system packages: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+[[ -x .venv/bin/python ]] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".${extras}"
+echo "Sayso is set up: run .venv/bin/sayso"

@@ -1,0 +1,37 @@
+"""Fixtures shared by the whole suite: the shared data folder and one GPU backend per session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+AUDIO = SHARED / "audio"
+REFERENCE_GGUF = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+
+# wgpu's GL probe complains on stderr without a private runtime dir.
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    runtime = Path(tempfile.gettempdir()) / f"sayso-runtime-{os.getuid()}"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
+@pytest.fixture(scope="session")
+def gpu_ops():
+    """The wgpu backend on whatever adapter this machine has (lavapipe in CI, the H200 there)."""
+    from engine.gpu import GpuOps
+
+    ops = GpuOps()
+    print(f"\nGPU adapter: {ops.describe()}")
+    return ops
+
+
+@pytest.fixture(scope="session")
+def cpu_ops():
+    """The numpy backend: the oracle of the kernel tests."""
+    from engine.cpu.ops import NumpyOps
+
+    return NumpyOps()

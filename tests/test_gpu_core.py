@@ -1,0 +1,89 @@
+"""The GPU layer itself: device description, the recorder's caches, and how failures surface."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import GpuError
+from engine.gpu.recorder import grid, pack_params
+from engine.gpu.tensors import size_class
+
+pytestmark = pytest.mark.gpu
+
+
+def test_describe_names_backend_adapter_type_and_features(gpu_ops):
+    line = gpu_ops.describe()
+    info = gpu_ops.device.info
+    assert line.startswith("wgpu ")
+    for part in (info["backend_type"], info["device"], info["adapter_type"], "features:"):
+        assert part in line
+    assert "\n" not in line
+
+
+def test_round_trip_of_floats_and_ids(gpu_ops):
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(gpu_ops.read(gpu_ops.tensor(x)), x)
+    ids = np.array([0, 7, 51863, 2**31], dtype=np.uint32)
+    np.testing.assert_array_equal(gpu_ops.read(gpu_ops.ids(ids)), ids)
+
+
+def test_repeated_sequence_creates_no_new_bind_groups(gpu_ops):
+    recorder = gpu_ops.recorder
+    mark = gpu_ops.empty((4,), np.uint32)
+
+    def sequence():
+        for i in range(3):
+            gpu_ops.run("mark.wgsl", [mark], [i], (1, 1, 1))
+        gpu_ops.flush()
+
+    sequence()
+    created = recorder.stats["bind_groups_created"]
+    sequence()
+    assert recorder.stats["bind_groups_created"] == created
+
+
+def test_pool_reuses_buffers_of_freed_tensors(gpu_ops):
+    a = gpu_ops.empty((100, 7))
+    buffer = a.buffer
+    del a
+    b = gpu_ops.empty((100, 7))
+    assert b.buffer is buffer
+
+
+def test_dropped_submission_is_an_error_not_stale_output(gpu_ops):
+    x = gpu_ops.tensor(np.ones(4, np.float32))
+    gpu_ops.run("mark.wgsl", [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
+    gpu_ops.flush()
+    # What a driver that cancelled the submission leaves behind: the mark was never written.
+    gpu_ops.device.queue.write_buffer(gpu_ops.recorder.mark, 0, np.zeros(4, np.uint32))
+    with pytest.raises(GpuError, match="dropped a submission"):
+        gpu_ops.read(x)
+    gpu_ops.run("mark.wgsl", [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
+    np.testing.assert_array_equal(gpu_ops.read(x), 1.0)  # the next submission is fine again
+
+
+def test_binding_a_destroyed_buffer_is_a_gpu_error(gpu_ops):
+    dead = gpu_ops.device.buffer(64)
+    dead.destroy()
+    with pytest.raises(GpuError, match="destroyed"):
+        gpu_ops.run("mark.wgsl", [dead], [1], (1, 1, 1))
+
+
+def test_lost_device_is_reported_as_such():
+    from engine.gpu import GpuOps
+
+    ops = GpuOps()
+    x = ops.tensor(np.ones(4, np.float32))
+    ops.device.device.destroy()
+    with pytest.raises(GpuError, match="was lost"):
+        ops.read(ops.tensor(np.ones(4, np.float32)))
+    del x
+
+
+def test_helpers():
+    assert grid(10) == (10, 1, 1)
+    x, y, _ = grid(200_000)
+    assert x <= 65535 and x * y >= 200_000
+    assert pack_params([1, -2, 0.5]) == b"\x01\x00\x00\x00\xfe\xff\xff\xff\x00\x00\x00\x3f"
+    assert size_class(1) == 256 and size_class(65537) >= 65537
