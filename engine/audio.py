@@ -137,7 +137,7 @@ def _decoded(path: str, container, stream):
 def _frame_to_mono(frame) -> np.ndarray:
     """One decoded frame (any sample format, planar or packed) as mono float32 [samples]."""
     samples = frame.to_ndarray()
-    channels = frame.layout.nb_channels
+    channels = len(frame.layout.channels)
     if not frame.format.is_planar:  # packed: one row of interleaved samples
         samples = samples.reshape(-1, channels).T
     if samples.dtype == np.uint8:

@@ -78,7 +78,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def softmax_rows(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, shifted by the row max so exp never overflows."""
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    e = x - x.max(axis=-1, keepdims=True)
+    np.exp(e, out=e)
     e /= e.sum(axis=-1, keepdims=True)
     return e
 
@@ -98,14 +99,18 @@ def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
 
 
 class KvCache:
-    """K and V rows of one attention layer: ``k``, ``v``: float16 [capacity, H*dh], as the GPU stores them."""
+    """K and V rows of one attention layer: ``k``, ``v``: [capacity, H*dh].
+
+    Values are rounded to float16 on the way in, as the GPU's f16 cache stores them, but kept in
+    float32 arrays so that each step's attention reads them without converting 1500 rows again.
+    """
 
     def __init__(self, n_heads: int, head_dim: int, capacity: int):
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.capacity = capacity
-        self.k = np.zeros((capacity, n_heads * head_dim), np.float16)
-        self.v = np.zeros((capacity, n_heads * head_dim), np.float16)
+        self.k = np.zeros((capacity, n_heads * head_dim), np.float32)
+        self.v = np.zeros((capacity, n_heads * head_dim), np.float32)
 
 
 class NumpyOps(Ops):
@@ -219,7 +224,7 @@ class NumpyOps(Ops):
         out = np.empty((tq, n_heads * dh), np.float32)
         for h in range(n_heads):
             cols = slice(h * dh, (h + 1) * dh)
-            scores = (q[:, cols] @ k[:, cols].T) * scale  # [tq, tk]
+            scores = (q[:, cols] * scale) @ k[:, cols].T  # [tq, tk]
             if rel is not None:
                 scores += np.take_along_axis(rel[h], rel_index, axis=1)
             if hidden is not None:
@@ -256,10 +261,8 @@ class NumpyOps(Ops):
         end = pos0 + k.shape[0]
         if end > cache.capacity:
             raise ValueError(f"KV cache holds {cache.capacity} positions, writing up to {end}")
-        cache.k[pos0:end] = k
-        cache.v[pos0:end] = v
+        cache.k[pos0:end] = k.astype(np.float16)
+        cache.v[pos0:end] = v.astype(np.float16)
 
     def attend(self, q, cache, length, causal=True, scale=None):
-        k = cache.k[:length].astype(np.float32)
-        v = cache.v[:length].astype(np.float32)
-        return self.attention(q, k, v, cache.n_heads, causal=causal, scale=scale)
+        return self.attention(q, cache.k[:length], cache.v[:length], cache.n_heads, causal=causal, scale=scale)

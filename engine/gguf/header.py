@@ -15,6 +15,7 @@ tensor data from the next multiple of ``general.alignment`` (32 by default). A s
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 
@@ -76,34 +77,39 @@ class Header:
 
 
 class _Cursor:
-    """Reads little-endian values from ``buf``, refusing to read past its end."""
+    """Reads little-endian values from ``buf`` (an mmap or bytes), refusing to read past its end."""
 
-    def __init__(self, buf: memoryview):
+    def __init__(self, buf: bytes | mmap.mmap):
         self.buf = buf
         self.pos = 0
 
     def left(self) -> int:
         return len(self.buf) - self.pos
 
-    def take(self, n: int, what: str) -> memoryview:
+    def skip(self, n: int, what: str) -> None:
         if n > self.left():
             raise HeaderError(
                 f"{what} at byte {self.pos} needs {n} bytes but the file ends after {self.left()} more "
                 "(the file is truncated or its header is corrupt)"
             )
-        out = self.buf[self.pos : self.pos + n]
         self.pos += n
-        return out
+
+    def take(self, n: int, what: str) -> bytes:
+        start = self.pos
+        self.skip(n, what)
+        return self.buf[start : self.pos]
 
     def unpack(self, fmt: str, what: str) -> int:
-        return struct.unpack_from("<" + fmt, self.take(struct.calcsize(fmt), what))[0]
+        start = self.pos
+        self.skip(struct.calcsize(fmt), what)
+        return struct.unpack_from("<" + fmt, self.buf, start)[0]
 
     def string(self, what: str) -> str:
         start = self.pos
         n = self.unpack("Q", f"length of {what}")
         raw = self.take(n, f"{what} ({n} bytes claimed)")
         try:
-            return bytes(raw).decode("utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise HeaderError(f"{what} at byte {start} is not valid UTF-8 (corrupt header)") from None
 
@@ -134,11 +140,12 @@ def _skip_value(cur: _Cursor, vtype: GGUFValueType, key: str) -> int | None:
             for i in range(count):
                 cur.string(f"item {i} of array '{key}'")
         else:
-            cur.take(count * _SCALAR_SIZES[item_type], f"{count} items of array '{key}'")
+            cur.skip(count * _SCALAR_SIZES[item_type], f"{count} items of array '{key}'")
         return None
-    size = _SCALAR_SIZES[vtype]
-    raw = cur.take(size, f"value of '{key}'")
-    return struct.unpack_from("<I", raw)[0] if vtype == GGUFValueType.UINT32 else None
+    if vtype == GGUFValueType.UINT32:
+        return cur.unpack("I", f"value of '{key}'")
+    cur.skip(_SCALAR_SIZES[vtype], f"value of '{key}'")
+    return None
 
 
 def _tensor_info(cur: _Cursor, index: int) -> TensorInfo:
@@ -172,7 +179,7 @@ def _tensor_info(cur: _Cursor, index: int) -> TensorInfo:
     return TensorInfo(name, ne, SUPPORTED_TYPES[qtype], offset, n_elements // block * block_bytes)
 
 
-def read_header(buf: memoryview, file_size: int) -> Header:
+def read_header(buf: bytes | mmap.mmap) -> Header:
     """Walk the header in ``buf`` (the whole file, memory-mapped) and check the tensor layout.
 
     Raises HeaderError for a wrong magic, an unsupported version, a count or length that runs
@@ -180,7 +187,8 @@ def read_header(buf: memoryview, file_size: int) -> Header:
     block size, or tensor data that lies outside the file or overlaps another tensor.
     """
     cur = _Cursor(buf)
-    if len(buf) < 4 or bytes(buf[:4]) != MAGIC:
+    file_size = len(buf)
+    if buf[:4] != MAGIC:
         raise HeaderError(f"not a GGUF file: it starts with {bytes(buf[:4])!r} instead of {MAGIC!r}")
     cur.pos = 4
     version = cur.unpack("I", "version")

@@ -1,7 +1,178 @@
-"""(being written)"""
+"""Attention on the GPU: flash attention over whole sequences, and the decoder's f16 K/V cache.
 
+Kernels: ``shaders/attention.wgsl`` (``attention``) and ``shaders/kv_cache.wgsl`` (``kv_pack``,
+``attend`` = its ``attend`` then ``combine`` entry points). Semantics are those of ``engine.ops``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import wgpu
+
+from engine.errors import GpuError
 from engine.gpu.ops.base import GpuOpsBase
+from engine.gpu.recorder import grid
+from engine.gpu.tensors import GpuTensor
+
+MAX_HEAD_DIM = 128
+"""Largest head size the kernels take: 8 threads per query row times 16 output dims per thread in
+``attention.wgsl`` (every model we run has 36 to 64)."""
+
+Q_ROWS = 16  # query rows per flash-attention workgroup (Q_ROWS in attention.wgsl)
+KEY_BLOCK = 64  # keys per attend workgroup (BLOCK in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
+PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
+COMBINE_THREADS = 64  # COMBINE_THREADS in kv_cache.wgsl
+F32 = 4
+
+
+@dataclass(eq=False)
+class KvCache:
+    """A preallocated K/V cache of ``capacity`` positions for ``n_heads`` heads of ``head_dim``.
+
+    One buffer of u32 words, each holding two f16 values (``pack2x16float``: dims 2c and 2c+1 of a
+    head; an odd ``head_dim`` pads its last pair with a zero). ``pairs`` = ceil(head_dim / 2).
+
+    * K: ``[n_heads, capacity, pairs]`` starting at word 0;
+    * V: ``[n_heads, capacity, pairs]`` starting at word ``n_heads * capacity * pairs``.
+
+    Head-major so that one head's block of consecutive positions (what an ``attend`` workgroup
+    reads) is contiguous. f16 halves the memory and bandwidth of the decoder's largest reads
+    (Whisper's cross-attention over 1500 positions, every step) at ~1e-3 relative error; values
+    beyond the f16 range (65504) would become infinite.
+    """
+
+    n_heads: int
+    head_dim: int
+    capacity: int
+    buffer: wgpu.GPUBuffer
+
+    @property
+    def pairs(self) -> int:
+        return (self.head_dim + 1) // 2
+
+    @property
+    def nbytes(self) -> int:
+        return self.bytes_for(self.n_heads, self.head_dim, self.capacity)
+
+    @staticmethod
+    def bytes_for(n_heads: int, head_dim: int, capacity: int) -> int:
+        return 2 * n_heads * capacity * ((head_dim + 1) // 2) * 4
+
+
+def _check_heads(name: str, x: GpuTensor, n_heads: int, head_dim: int | None = None) -> int:
+    """The head size of x: [T, H*dh], raising ValueError on a shape the kernels can't take."""
+    if len(x.shape) != 2 or x.shape[1] % n_heads:
+        raise ValueError(f"{name} must be [T, {n_heads}*head_dim], got {x.shape}")
+    dh = x.shape[1] // n_heads
+    if head_dim is not None and dh != head_dim:
+        raise ValueError(f"{name} has head_dim {dh}, the cache holds {head_dim}")
+    if not 0 < dh <= MAX_HEAD_DIM:
+        raise ValueError(f"head_dim {dh} of {name} is outside 1..{MAX_HEAD_DIM}")
+    return dh
 
 
 class AttentionOps(GpuOpsBase):
-    pass
+    """``attention``, ``kv_cache``, ``kv_pack`` and ``attend`` of ``engine.ops.Ops``."""
+
+    def _key_block(self, head_dim: int) -> int:
+        """Keys per flash-attention block: 32, or 16 where the tiles of 32 would not fit the
+        device's workgroup memory (head_dim 128 on lavapipe's 32 KiB)."""
+        limit = self.device.limits["max-compute-workgroup-storage-size"]
+        for keys in (32, 16):
+            floats = Q_ROWS * head_dim + keys * (head_dim + 1) + keys * head_dim + Q_ROWS * keys
+            if floats * F32 <= limit:
+                return keys
+        raise GpuError(f"Flash attention with head_dim {head_dim} needs more workgroup memory than the {limit} bytes this GPU has.")
+
+    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None) -> GpuTensor:
+        dh = _check_heads("q", q, n_heads)
+        for name, x in (("k", k), ("v", v)):
+            _check_heads(name, x, n_heads, dh)
+        if k.shape != v.shape:
+            raise ValueError(f"k {k.shape} and v {v.shape} differ")
+        tq, tk = q.shape[0], k.shape[0]
+        if rel is not None and rel.shape != (n_heads, tq, tq + tk - 1):
+            raise ValueError(f"rel must be [{n_heads}, {tq}, {tq + tk - 1}], got {rel.shape}")
+        out = self.empty(q.shape)
+        if tq == 0:
+            return out
+        scale = 1.0 / math.sqrt(dh) if scale is None else scale
+        groups = n_heads * -(-tq // Q_ROWS)
+        self.run(
+            "attention.wgsl",
+            [q, k, v, q if rel is None else rel, out],  # q stands in for a missing rel: it is never read then
+            [tq, tk, n_heads, int(causal), int(rel is not None), float(scale), groups],
+            grid(groups),
+            HEAD_DIM=dh,
+            BK=self._key_block(dh),
+        )
+        return out
+
+    def kv_cache(self, n_heads, head_dim, capacity) -> KvCache:
+        if not 0 < head_dim <= MAX_HEAD_DIM:
+            raise ValueError(f"head_dim {head_dim} is outside 1..{MAX_HEAD_DIM}")
+        nbytes = KvCache.bytes_for(n_heads, head_dim, capacity)
+        if nbytes > self.device.max_binding:
+            raise GpuError(
+                f"A K/V cache of {nbytes / 2**20:.0f} MiB exceeds this GPU's binding limit of "
+                f"{self.device.max_binding / 2**20:.0f} MiB. Use a shorter context or --device cpu."
+            )
+        return KvCache(n_heads, head_dim, capacity, self.device.buffer(nbytes, label="kv-cache"))
+
+    def kv_pack(self, cache: KvCache, k, v, pos0) -> None:
+        _check_heads("k", k, cache.n_heads, cache.head_dim)
+        if k.shape != v.shape:
+            raise ValueError(f"k {k.shape} and v {v.shape} differ")
+        rows = k.shape[0]
+        if pos0 < 0 or pos0 + rows > cache.capacity:
+            raise ValueError(f"rows {pos0}..{pos0 + rows - 1} do not fit a cache of {cache.capacity} positions")
+        words = 2 * rows * cache.n_heads * cache.pairs
+        if words == 0:
+            return
+        self.run(
+            "kv_cache.wgsl",
+            [k, v, cache.buffer],
+            self._cache_params(cache, rows=rows, pos0=pos0, groups=words),
+            grid(-(-words // PACK_THREADS)),
+            entry="pack",
+            HEAD_DIM=cache.head_dim,
+        )
+
+    def attend(self, q, cache: KvCache, length, causal=True, scale=None) -> GpuTensor:
+        dh = _check_heads("q", q, cache.n_heads, cache.head_dim)
+        if not 0 < length <= cache.capacity:
+            raise ValueError(f"length {length} is outside 1..{cache.capacity} (the cache's capacity)")
+        tq, heads = q.shape[0], cache.n_heads
+        out = self.empty(q.shape)
+        if tq == 0:
+            return out
+        blocks = -(-length // KEY_BLOCK)
+        partials = self.empty((heads * tq * blocks, dh + 2))  # (max, sum, weighted V) per block
+        scale = 1.0 / math.sqrt(dh) if scale is None else scale
+        common = dict(rows=tq, length=length, causal=int(causal), scale=float(scale), blocks=blocks)
+        self.run(
+            "kv_cache.wgsl",
+            [q, cache.buffer, partials],
+            self._cache_params(cache, groups=heads * tq * blocks, **common),
+            grid(heads * tq * blocks),
+            entry="attend",
+            HEAD_DIM=dh,
+            BLOCK=KEY_BLOCK,
+        )
+        self.run(
+            "kv_cache.wgsl",
+            [partials, out],
+            self._cache_params(cache, groups=heads * tq, **common),
+            grid(heads * tq),
+            entry="combine",
+            HEAD_DIM=dh,
+        )
+        return out
+
+    @staticmethod
+    def _cache_params(cache: KvCache, rows: int, groups: int, pos0: int = 0, length: int = 0, causal: int = 0,
+                      scale: float = 0.0, blocks: int = 0) -> list[int | float]:
+        """The ``Params`` block of kv_cache.wgsl, field by field in its order."""
+        return [rows, cache.n_heads, cache.capacity, pos0, length, causal, float(scale), blocks, groups]

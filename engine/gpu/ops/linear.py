@@ -1,7 +1,137 @@
-"""(being written)"""
+"""Linear algebra on the GPU: GEMM and GEMV with fused epilogues, add, token embedding, argmax.
+
+Kernels: ``shaders/gemm.wgsl`` (entry points ``gemm`` and ``gemv``, sharing the weight decoding
+and the epilogue), ``shaders/embed.wgsl``, ``shaders/argmax.wgsl``, ``shaders/elementwise.wgsl``.
+Weights stay in their GGUF type (F32, F16, Q8_0) and are decoded in the kernels; the type and the
+epilogue are override constants, so each combination is its own specialised pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
 
 from engine.gpu.ops.base import GpuOpsBase
+from engine.gpu.recorder import grid
+from engine.gpu.tensors import GpuTensor, GpuWeight
+from engine.ops import Activation
+
+ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4}  # gemm.wgsl's ACT
+WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl
+GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
+GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
+GROUP = 256  # threads per workgroup of the one-value-per-thread kernels
+
+
+def _groups_for(count: int) -> tuple[int, int, int]:
+    """Workgroups for ``count`` values at one value per thread."""
+    return grid(-(-count // GROUP))
 
 
 class LinearOps(GpuOpsBase):
-    pass
+    """The ``linear`` kernel group of ``engine.ops.Ops`` (see there for the exact semantics)."""
+
+    def gemm(
+        self,
+        a: GpuTensor,
+        w: GpuWeight,
+        bias: GpuTensor | None = None,
+        act: Activation = "none",
+        residual: GpuTensor | None = None,
+        alpha: float = 1.0,
+    ) -> GpuTensor:
+        """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles."""
+        m = self._check_linear(a, w, bias, residual)
+        out = self.empty((m, w.n))
+        tiles = (-(-w.n // GEMM_TILE), -(-m // GEMM_TILE), 1)
+        self._linear("gemm", tiles, a, w, bias, act, residual, alpha, out)
+        return out
+
+    def gemv(
+        self,
+        a: GpuTensor,
+        w: GpuWeight,
+        bias: GpuTensor | None = None,
+        act: Activation = "none",
+        residual: GpuTensor | None = None,
+        alpha: float = 1.0,
+    ) -> GpuTensor:
+        """a: [1, K] -> [1, N]: a workgroup per 8 outputs so a single row still spreads over the GPU."""
+        if self._check_linear(a, w, bias, residual) != 1:
+            raise ValueError(f"gemv takes one row, got a of shape {a.shape}; use gemm")
+        out = self.empty((1, w.n))
+        self._linear("gemv", grid(-(-w.n // GEMV_ROWS)), a, w, bias, act, residual, alpha, out)
+        return out
+
+    def add(self, x: GpuTensor, y: GpuTensor) -> GpuTensor:
+        """x, y: same shape -> x + y."""
+        if x.shape != y.shape:
+            raise ValueError(f"add needs equal shapes, got {x.shape} and {y.shape}")
+        out = self.empty(x.shape)
+        self.run("elementwise.wgsl", [x, y, out], [out.size], _groups_for(out.size), "add")
+        return out
+
+    def embed(self, ids: GpuTensor, table: GpuWeight, positions: GpuTensor | None, pos0: int) -> GpuTensor:
+        """ids: [T] uint32, table: weight [V, D], positions: [P, D] or None -> [T, D]."""
+        (t,) = ids.shape
+        d = table.k
+        if positions is not None and (positions.shape[1] != d or pos0 + t > positions.shape[0]):
+            raise ValueError(
+                f"positions {positions.shape} can't cover rows {pos0}..{pos0 + t - 1} of width {d} ({table.name})"
+            )
+        out = self.empty((t, d))
+        scales = table.scales if table.scales is not None else table.data
+        buffers = [ids, table.data, scales, positions if positions is not None else ids, out]
+        params = [t, d, table.k_pad, table.scales_per_row // 2, pos0]
+        self.run(
+            "embed.wgsl", buffers, params, _groups_for(t * d),
+            WTYPE=WEIGHT_TYPES[table.kind], HAS_POS=positions is not None,
+        )  # fmt: skip
+        return out
+
+    def argmax(self, x: GpuTensor) -> GpuTensor:
+        """x: [M, N] -> ids [M] uint32, one workgroup per row."""
+        m, n = x.shape
+        if n == 0:
+            raise ValueError("argmax of an empty row")
+        out = self.empty((m,), np.uint32)
+        self.run("argmax.wgsl", [x, out], [m, n], grid(m))
+        return out
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_linear(a: GpuTensor, w: GpuWeight, bias: GpuTensor | None, residual: GpuTensor | None) -> int:
+        """Validate shapes (the kernels can't) and return M."""
+        if len(a.shape) != 2 or a.shape[1] != w.k:
+            raise ValueError(f"{w.name}: input of shape {a.shape} does not fit a weight of shape {w.shape}")
+        m = a.shape[0]
+        if bias is not None and bias.shape != (w.n,):
+            raise ValueError(f"{w.name}: bias of shape {bias.shape}, expected ({w.n},)")
+        if residual is not None and residual.shape != (m, w.n):
+            raise ValueError(f"{w.name}: residual of shape {residual.shape}, expected ({m}, {w.n})")
+        return m
+
+    def _linear(
+        self,
+        entry: str,
+        groups: tuple[int, int, int],
+        a: GpuTensor,
+        w: GpuWeight,
+        bias: GpuTensor | None,
+        act: Activation,
+        residual: GpuTensor | None,
+        alpha: float,
+        out: GpuTensor,
+    ) -> None:
+        if act not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {act!r} (one of {', '.join(ACTIVATIONS)})")
+        # Bindings a variant does not read still need a buffer: ``a`` stands in (read-only, so
+        # binding it twice is allowed), which keeps one layout and no dummy allocations.
+        scales = w.scales if w.scales is not None else w.data
+        buffers = [a, w.data, scales, bias if bias is not None else a, residual if residual is not None else a, out]
+        params = [a.shape[0], w.n, w.k, w.k_pad, w.scales_per_row // 2, float(alpha)]
+        self.run(
+            "gemm.wgsl", buffers, params, groups, entry,
+            WTYPE=WEIGHT_TYPES[w.kind], ACT=ACTIVATIONS[act],
+            HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
+        )  # fmt: skip

@@ -1,0 +1,31 @@
+"""Which model family a GGUF file holds, and the loader for it.
+
+Each family is one package (``engine/whisper``, ...) exposing ``load(model_file, ops)`` that returns a
+``Transcriber``: an object with ``window_seconds`` (the longest piece it takes at once), ``name``, and
+``transcribe(pcm, offset, language, task, prompt) -> (segments, language)`` for one piece.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from engine.errors import ModelFileError
+from engine.gguf.reader import ModelFile
+from engine.ops import Ops
+
+FAMILIES = {"whisper": "engine.whisper"}
+"""general.architecture -> package that loads it."""
+
+
+def load(model_file: ModelFile, ops: Ops):
+    """The family's transcriber for ``model_file`` on ``ops``; a clear error for families we lack."""
+    architecture = str(model_file.get("general.architecture", ""))
+    package = FAMILIES.get(architecture)
+    if package is None:
+        supported = ", ".join(sorted(FAMILIES))
+        raise ModelFileError(
+            model_file.path,
+            f"holds a '{architecture or 'unknown'}' model, which this version of Sayso can't run",
+            f"Supported families: {supported}.",
+        )
+    return importlib.import_module(package).load(model_file, ops)

@@ -1,0 +1,127 @@
+"""Open a GGUF model file (transcribe.cpp's layout) memory-mapped and hand out its metadata and weights.
+
+The header is first walked with every length checked (``header.read_header``), so a truncated,
+corrupt or unsupported file fails with one ``ModelFileError`` that names the file and the problem;
+only then does ``gguf.GGUFReader`` map it. Weights stay in the mapping: ``tensor()`` gives the raw
+GGUF blocks for a backend to upload, ``array()`` a dequantized float32 copy for small tensors.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType
+from gguf.quants import dequantize
+
+from engine.errors import ModelFileError
+from engine.gguf.header import HeaderError, read_header
+from engine.ops import WeightSource
+
+_PSEUDO_KEYS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
+"""Entries GGUFReader lists among the fields that are really the file header, not metadata."""
+
+
+class ModelFile:
+    """A GGUF model file, validated and memory-mapped.
+
+    ``metadata`` maps each key, in file order, to a Python value: str, int, float, bool, or a list
+    of those for arrays (the tokenizer's tokens and merges are lists of str). ``names`` lists the
+    tensors in file order.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._check_is_file()
+        try:
+            with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                header = read_header(mm)
+        except HeaderError as e:
+            raise ModelFileError(self.path, str(e)) from None
+        except OSError as e:
+            raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
+        try:
+            reader = GGUFReader(self.path)
+            self.metadata: dict[str, object] = {
+                key: field.contents() for key, field in reader.fields.items() if key not in _PSEUDO_KEYS
+            }
+        except Exception as e:  # noqa: BLE001 - whatever gguf trips on, the user sees one clear error
+            raise ModelFileError(self.path, f"is not a readable GGUF file ({type(e).__name__}: {e})") from None
+        self.version = header.version
+        self._types = {
+            key: _type_name(field.types) for key, field in reader.fields.items() if key not in _PSEUDO_KEYS
+        }
+        self._tensors = {t.name: t for t in reader.tensors}
+        if [t.name for t in header.tensors] != list(self._tensors):
+            raise ModelFileError(self.path, "GGUF reader and header walk disagree on the tensor list")
+
+    def _check_is_file(self) -> None:
+        if not self.path.exists():
+            raise ModelFileError(self.path, "no such file", "Check the path, or pick a model from the list.")
+        if self.path.is_dir():
+            raise ModelFileError(self.path, "is a directory, not a GGUF model file", "Give the path of a .gguf file.")
+        if self.path.stat().st_size == 0:
+            raise ModelFileError(self.path, "is empty (0 bytes)")
+
+    # ---- metadata -------------------------------------------------------------------------------
+
+    def get(self, key: str, default: object = None) -> object:
+        """The value of metadata ``key``, or ``default`` when the file doesn't have it."""
+        return self.metadata.get(key, default)
+
+    def require(self, key: str) -> object:
+        """The value of metadata ``key``; a ModelFileError naming the file and key when it is missing."""
+        if key not in self.metadata:
+            raise ModelFileError(self.path, f"metadata key '{key}' is missing")
+        return self.metadata[key]
+
+    def value_type(self, key: str) -> str:
+        """The GGUF type of a metadata value as written: ``"UINT32"``, ``"STRING"``, ``"ARRAY[INT32]"``..."""
+        if key not in self._types:
+            raise ModelFileError(self.path, f"metadata key '{key}' is missing")
+        return self._types[key]
+
+    @property
+    def architecture(self) -> str:
+        """``general.architecture``: the model family (``"whisper"``)."""
+        return str(self.require("general.architecture"))
+
+    # ---- tensors --------------------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        """Tensor names in file order."""
+        return list(self._tensors)
+
+    def has(self, name: str) -> bool:
+        return name in self._tensors
+
+    def tensor(self, name: str) -> WeightSource:
+        """The tensor's raw GGUF data, memory-mapped, with its logical numpy shape.
+
+        The shape is the reverse of ggml's ``ne`` (``[N, K]`` for a linear weight). ``data`` is
+        float32/float16 in that shape, or for Q8_0 uint8 ``[..., K/32*34]`` (per row of 32 values:
+        an f16 scale then 32 int8).
+        """
+        t = self._tensors.get(name)
+        if t is None:
+            raise ModelFileError(self.path, f"tensor '{name}' is missing")
+        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
+        return WeightSource(name=name, ggml_type=t.tensor_type.name, shape=shape, data=t.data)
+
+    def array(self, name: str) -> np.ndarray:
+        """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors)."""
+        source = self.tensor(name)
+        values = dequantize(np.asarray(source.data), GGMLQuantizationType[source.ggml_type])
+        return np.array(values, dtype=np.float32).reshape(source.shape)
+
+    def __repr__(self) -> str:
+        return f"ModelFile({str(self.path)!r}, {self.get('general.architecture')!r}, {len(self._tensors)} tensors)"
+
+
+def _type_name(types: list[GGUFValueType]) -> str:
+    if types[0] == GGUFValueType.ARRAY:
+        return f"ARRAY[{types[-1].name}]" if len(types) > 1 else "ARRAY[]"
+    return types[0].name

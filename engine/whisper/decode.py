@@ -1,0 +1,264 @@
+"""Greedy decoding of one 30 s window, with the rules of OpenAI's whisper (and whisper.cpp).
+
+The decoder is fed the start-of-transcript sequence, then at each step the most likely token after
+these logit rules:
+
+* suppress tokens: ``stt.whisper.suppress_tokens`` (symbols the model should not write) and every
+  control token except end-of-text and the timestamps;
+* begin-suppress: at the first step, ``stt.whisper.begin_suppress_tokens`` (a bare space, EOT);
+* timestamps (OpenAI's ApplyTimestampRules): the first token is a timestamp of at most 1 s; timestamps
+  come in pairs (end of one segment, start of the next) except right before EOT; they never go back;
+  and a timestamp is forced when the timestamps together are likelier than the best text token.
+
+A window whose no-speech probability is above 0.6 is dropped unless its tokens were confident
+(average log-probability above -1), as in OpenAI's ``transcribe``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.transcript import Segment, Token
+from engine.whisper.model import WhisperModel
+from engine.whisper.tokenizer import TIMESTAMP_SECONDS, Tokenizer
+
+SAMPLE_LEN = 224  # most tokens sampled per window: n_text_ctx // 2, as OpenAI
+MAX_INITIAL_TIMESTAMP = 1.0  # seconds: the first segment starts within the first second
+NO_SPEECH_THRESHOLD = 0.6
+LOGPROB_THRESHOLD = -1.0
+WINDOW_SECONDS = 30.0
+NO_SPEECH_TOKENS = ("<|nospeech|>", "<|nocaptions|>")  # the name changed between vocabularies
+
+
+@dataclass
+class DecodingResult:
+    """What the greedy decoder produced for one window, before it is cut into segments.
+
+    ``tokens``: sampled ids, EOT excluded. ``logprobs``: each one's log-probability after the logit
+    rules. ``avg_logprob``: their sum with EOT's, over len(tokens) + 1 (OpenAI's definition).
+    ``no_speech_prob``: probability of the no-speech token right after SOT.
+    """
+
+    tokens: list[int]
+    logprobs: list[float]
+    avg_logprob: float
+    no_speech_prob: float
+    language: str
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    x = logits.astype(np.float64)
+    shifted = x - x.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+class LogitRules:
+    """The suppression and timestamp rules, applied in place to one step's logits [n_vocab]."""
+
+    def __init__(self, model: WhisperModel, tokenizer: Tokenizer, timestamps: bool):
+        c = model.config
+        self.eot = c.eot
+        self.timestamp_begin = tokenizer.timestamp_begin
+        self.timestamps = timestamps
+        self.begin_suppress = np.array(c.begin_suppress_tokens, np.int64)
+        # every control token between EOT and the timestamps: SOT, languages, tasks, no-speech, ...
+        control = np.arange(c.eot + 1, self.timestamp_begin)
+        self.suppress = np.union1d(np.array(c.suppress_tokens, np.int64), control)
+        self.max_initial_index = round(MAX_INITIAL_TIMESTAMP / TIMESTAMP_SECONDS)
+
+    def apply(self, logits: np.ndarray, sampled: list[int]) -> None:
+        """``sampled``: the ids chosen so far in this window (the prompt and SOT sequence excluded)."""
+        if not sampled:
+            logits[self.begin_suppress] = -np.inf
+        logits[self.suppress] = -np.inf
+        if self.timestamps:
+            self._timestamp_rules(logits, sampled)
+        else:
+            logits[self.timestamp_begin :] = -np.inf
+
+    def _timestamp_rules(self, logits: np.ndarray, sampled: list[int]) -> None:
+        begin = self.timestamp_begin
+        last_was_timestamp = len(sampled) >= 1 and sampled[-1] >= begin
+        penultimate_was_timestamp = len(sampled) < 2 or sampled[-2] >= begin
+        if last_was_timestamp:
+            if penultimate_was_timestamp:  # a pair just closed: text (or EOT) must follow
+                logits[begin:] = -np.inf
+            else:  # a segment's end time: the next one's start time or EOT must follow
+                logits[: self.eot] = -np.inf
+
+        stamps = [t for t in sampled if t >= begin]
+        if stamps:
+            # never go back in time; after text the next timestamp must also move forward, so that no
+            # segment is empty and decoding can't loop on one instant
+            floor = stamps[-1] if last_was_timestamp and not penultimate_was_timestamp else stamps[-1] + 1
+            logits[begin:floor] = -np.inf
+
+        if not sampled:  # the window opens with its first segment's start time, within the first second
+            logits[:begin] = -np.inf
+            logits[begin + self.max_initial_index + 1 :] = -np.inf
+
+        logprobs = log_softmax(logits)
+        timestamp_logprob = np.logaddexp.reduce(logprobs[begin:])
+        if timestamp_logprob > logprobs[:begin].max():
+            logits[:begin] = -np.inf
+
+
+def sot_sequence(model: WhisperModel, tokenizer: Tokenizer, language: str, task: str, timestamps: bool) -> list[int]:
+    """SOT, then for multilingual models the language and task tokens, then <|notimestamps|> when
+    decoding without timestamps. English-only models take SOT alone (OpenAI and whisper.cpp alike)."""
+    c = model.config
+    sequence = [c.sot]
+    if c.multilingual:
+        if language not in tokenizer.language_tokens():
+            raise ValueError(f"unknown language {language!r}; this model knows {', '.join(tokenizer.language_tokens())}")
+        sequence.append(tokenizer.special(f"<|{language}|>"))
+        sequence.append(c.translate if task == "translate" else c.transcribe)
+    if not timestamps:
+        sequence.append(c.no_timestamps)
+    return sequence
+
+
+def no_speech_token(tokenizer: Tokenizer) -> int | None:
+    for name in NO_SPEECH_TOKENS:
+        try:
+            return tokenizer.special(name)
+        except KeyError:
+            continue
+    return None
+
+
+def detect_language(tokenizer: Tokenizer, sot_logits: np.ndarray) -> str:
+    """The language whose token is likeliest right after SOT."""
+    languages = tokenizer.language_tokens()
+    codes = list(languages)
+    ids = np.array([languages[code] for code in codes])
+    return codes[int(np.argmax(sot_logits[ids]))]
+
+
+def decode_window(
+    model: WhisperModel,
+    tokenizer: Tokenizer,
+    encoder_output,
+    language: str | None = None,
+    task: str = "transcribe",
+    prompt_tokens: list[int] | None = None,
+    timestamps: bool = True,
+) -> DecodingResult:
+    """Greedy decoding of one encoded window (see the module docstring for the rules)."""
+    c = model.config
+    if task not in ("transcribe", "translate"):
+        raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}")
+    if task == "translate" and not c.can_translate:
+        raise ValueError("this model can't translate; it only transcribes")
+    if not c.multilingual:
+        language = "en"
+
+    state = model.decoder_session(encoder_output)
+    prefix = [c.prev_sot, *prompt_tokens[-(c.n_text_ctx // 2 - 1) :]] if prompt_tokens else []
+    # The SOT row's logits give the no-speech probability and the language, so SOT ends the first call.
+    sot_logits = model.decode_step(state, [*prefix, c.sot])
+    if language is None:
+        # OpenAI detects the language from SOT alone, without the prompt before it.
+        lang_logits = sot_logits if not prefix else model.decode_step(model.decoder_session(encoder_output), [c.sot])
+        language = detect_language(tokenizer, lang_logits)
+    nospeech = no_speech_token(tokenizer)
+    no_speech_prob = float(np.exp(log_softmax(sot_logits)[nospeech])) if nospeech is not None else 0.0
+
+    rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
+    logits = model.decode_step(state, rest) if rest else sot_logits
+    rules = LogitRules(model, tokenizer, timestamps)
+    sampled: list[int] = []
+    logprobs: list[float] = []
+    eot_logprob = 0.0
+    max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed
+    while True:
+        logits = logits.copy()
+        rules.apply(logits, sampled)
+        token = int(np.argmax(logits))
+        logprob = float(log_softmax(logits)[token])
+        if token == c.eot:
+            eot_logprob = logprob
+            break
+        sampled.append(token)
+        logprobs.append(logprob)
+        if len(sampled) == max_sampled:
+            break
+        logits = model.decode_step(state, [token])
+    avg_logprob = (sum(logprobs) + eot_logprob) / (len(sampled) + 1)
+    return DecodingResult(sampled, logprobs, avg_logprob, no_speech_prob, language)
+
+
+def transcribe_window(
+    model: WhisperModel,
+    tokenizer: Tokenizer,
+    mel: np.ndarray,
+    language: str | None = None,
+    task: str = "transcribe",
+    prompt: str | list[int] | None = None,
+    offset: float = 0.0,
+    duration: float = WINDOW_SECONDS,
+    timestamps: bool = True,
+) -> tuple[list[Segment], str, float | None]:
+    """Transcribe one window: mel [n_mels, 3000], log-mel of 30 s of audio starting at ``offset`` s.
+
+    ``prompt``: text (or token ids, e.g. the previous window's) to condition on. ``duration``: seconds of
+    real audio in the window, the end of a segment that has no closing timestamp.
+    Returns ``(segments, language, last_timestamp)``: segments in seconds from the start of the file;
+    the language code; and where the next window should start (seconds from the start of the file)
+    when the window's last segment was cut off, i.e. the text didn't end on a lone timestamp, or None
+    when the whole window is transcribed (or was skipped as silence).
+    """
+    prompt_tokens = tokenizer.encode(" " + prompt.strip()) if isinstance(prompt, str) else prompt
+    encoded = model.encode(mel)
+    result = decode_window(model, tokenizer, encoded, language, task, prompt_tokens, timestamps)
+    if result.no_speech_prob > NO_SPEECH_THRESHOLD and result.avg_logprob <= LOGPROB_THRESHOLD:
+        return [], result.language, None
+    segments, resume = split_segments(tokenizer, result, offset, duration)
+    return segments, result.language, resume
+
+
+def split_segments(
+    tokenizer: Tokenizer, result: DecodingResult, offset: float, duration: float
+) -> tuple[list[Segment], float | None]:
+    """Cut sampled tokens into segments at timestamp pairs, as OpenAI's ``transcribe`` does.
+
+    Returns the segments (empty ones dropped) and where to resume (see ``transcribe_window``).
+    """
+    tokens, probs = result.tokens, np.exp(result.logprobs)
+    is_stamp = [tokenizer.is_timestamp(t) for t in tokens]
+    # A lone closing timestamp at the end means the last segment is complete.
+    single_ending = len(tokens) >= 2 and is_stamp[-1] and not is_stamp[-2]
+    boundaries = [i for i in range(1, len(tokens)) if is_stamp[i] and is_stamp[i - 1]]
+    if boundaries:
+        starts = [0, *boundaries]
+        ends = [*boundaries, len(tokens)] if single_ending else boundaries
+        spans = [(s, e, tokenizer.timestamp_seconds(tokens[s]), tokenizer.timestamp_seconds(tokens[e - 1]))
+                 for s, e in zip(starts, ends)]
+        resume = None if single_ending else offset + tokenizer.timestamp_seconds(tokens[boundaries[-1] - 1])
+    else:  # no closed pair: one segment up to the last timestamp, or to the end of the audio
+        stamps = [tokenizer.timestamp_seconds(t) for t, stamp in zip(tokens, is_stamp) if stamp]
+        end = stamps[-1] if stamps and stamps[-1] > 0 else duration
+        spans = [(0, len(tokens), 0.0, end)]
+        resume = None
+    segments = []
+    for s, e, start, end in spans:
+        segment = make_segment(tokenizer, tokens[s:e], probs[s:e], offset + start, offset + end)
+        if segment.text:
+            segments.append(segment)
+    return segments, resume
+
+
+def make_segment(tokenizer: Tokenizer, tokens: list[int], probs, start: float, end: float) -> Segment:
+    """A segment of the text tokens among ``tokens``; each token's start time is interpolated between
+    the segment's start and end by the characters before it (timestamps only mark segment ends)."""
+    text_ids = [(t, p) for t, p in zip(tokens, probs) if not tokenizer.is_special(t)]
+    texts = [tokenizer.token_text(t) for t, _ in text_ids]
+    total = max(1, sum(len(text) for text in texts))
+    timed = []
+    before = 0
+    for (token_id, prob), text in zip(text_ids, texts):
+        timed.append(Token(token_id, text, start + (end - start) * before / total, float(prob)))
+        before += len(text)
+    return Segment(start, end, tokenizer.decode([t for t, _ in text_ids]).strip(), timed)

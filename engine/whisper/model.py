@@ -1,0 +1,301 @@
+"""Whisper's encoder and decoder, written once against ``engine.ops.Ops`` so they run on any backend.
+
+Weights come from a GGUF file in transcribe.cpp's layout (``enc.*``, ``dec.*`` tensors, ``stt.whisper.*``
+keys). The model code does no arithmetic of its own on activations: every step is an ``ops`` call, and
+numpy only touches data where it enters (the log-mel) or leaves (logits read back for the sampler).
+
+Shapes: the encoder maps a log-mel [n_mels, 2*n_audio_ctx] (3000 frames of 10 ms) to states
+[n_audio_ctx, d] (1500 positions of 20 ms); the decoder maps token ids to logits [vocab] for the last one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ModelFileError
+from engine.ops import Ops, Tensor, WeightSource
+
+LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
+CONV_KERNEL = 3
+
+
+@dataclass(frozen=True)
+class WhisperConfig:
+    """Hyperparameters and special token ids from the ``stt.whisper.*`` keys of the model file."""
+
+    n_mels: int
+    n_audio_ctx: int  # encoder positions (1500 = 30 s at 20 ms)
+    n_audio_state: int
+    n_audio_head: int
+    n_audio_layer: int
+    n_text_ctx: int  # decoder positions (448)
+    n_text_state: int
+    n_text_head: int
+    n_text_layer: int
+    n_vocab: int
+    activation: str
+    eot: int
+    sot: int
+    prev_sot: int
+    transcribe: int
+    translate: int
+    no_timestamps: int
+    suppress_tokens: tuple[int, ...]
+    begin_suppress_tokens: tuple[int, ...]
+    multilingual: bool  # takes a language token and can detect the language (stt.capability.lang_detect)
+    can_translate: bool
+
+    @classmethod
+    def from_model_file(cls, model_file) -> WhisperConfig:
+        def whisper_int(key: str) -> int:
+            return int(model_file.require(f"stt.whisper.{key}"))
+
+        if not model_file.get("stt.whisper.decoder.tie_word_embeddings", True):
+            raise ModelFileError(
+                model_file.path, "has a separate output projection, which this engine doesn't read",
+                "Use a Whisper file converted with tied embeddings (every OpenAI Whisper model).")
+        return cls(
+            n_mels=whisper_int("encoder.num_mel_bins"),
+            n_audio_ctx=whisper_int("encoder.max_source_positions"),
+            n_audio_state=whisper_int("encoder.d_model"),
+            n_audio_head=whisper_int("encoder.n_heads"),
+            n_audio_layer=whisper_int("encoder.n_layers"),
+            n_text_ctx=whisper_int("decoder.max_target_positions"),
+            n_text_state=whisper_int("decoder.d_model"),
+            n_text_head=whisper_int("decoder.n_heads"),
+            n_text_layer=whisper_int("decoder.n_layers"),
+            n_vocab=whisper_int("decoder.vocab_size"),
+            activation=str(model_file.get("stt.whisper.encoder.activation", "gelu")),
+            eot=int(model_file.require("tokenizer.ggml.eos_token_id")),
+            sot=whisper_int("sot_token_id"),
+            prev_sot=whisper_int("prev_sot_token_id"),
+            transcribe=whisper_int("transcribe_token_id"),
+            translate=whisper_int("translate_token_id"),
+            no_timestamps=whisper_int("no_timestamps_token_id"),
+            suppress_tokens=tuple(int(t) for t in model_file.get("stt.whisper.suppress_tokens", [])),
+            begin_suppress_tokens=tuple(int(t) for t in model_file.get("stt.whisper.begin_suppress_tokens", [])),
+            multilingual=bool(model_file.get("stt.capability.lang_detect", False)),
+            can_translate=bool(model_file.get("stt.capability.translate", False)),
+        )
+
+
+@dataclass
+class Linear:
+    weight: Any  # backend weight [N, K]
+    bias: Tensor | None  # [N]; Whisper's attention key projections have none
+
+
+@dataclass
+class Norm:
+    weight: Tensor  # [D]
+    bias: Tensor  # [D]
+
+
+@dataclass
+class Attention:
+    q: Linear
+    k: Linear
+    v: Linear
+    out: Linear
+
+
+@dataclass
+class EncoderBlock:
+    norm_attn: Norm
+    attn: Attention
+    norm_ffn: Norm
+    fc1: Linear
+    fc2: Linear
+
+
+@dataclass
+class DecoderBlock:
+    norm_self: Norm
+    self_attn: Attention
+    norm_cross: Norm
+    cross_attn: Attention
+    norm_ffn: Norm
+    fc1: Linear
+    fc2: Linear
+
+
+@dataclass
+class EncoderOutput:
+    """The encoded window: ``states`` [n_audio_ctx, d] and, per decoder layer, a KV cache holding that
+    layer's cross-attention keys and values of the states (computed once, read at every decoder step)."""
+
+    states: Tensor
+    cross_caches: list[Any]
+
+
+@dataclass
+class DecoderState:
+    """One decoding of one window: per-layer self-attention KV caches filled up to ``position``."""
+
+    cross_caches: list[Any]
+    self_caches: list[Any]
+    position: int = 0
+
+
+class WhisperModel:
+    """Whisper's weights on a backend, with ``encode`` and an incremental ``decode_step``."""
+
+    def __init__(self, model_file, ops: Ops):
+        self.ops = ops
+        self.config = WhisperConfig.from_model_file(model_file)
+        c = self.config
+        self.conv0 = self._conv(model_file, "enc.conv.0")
+        self.conv1 = self._conv(model_file, "enc.conv.1")
+        self.enc_positions = ops.tensor(model_file.array("enc.pos_emb.weight"))  # [n_audio_ctx, d]
+        self.enc_blocks = [
+            EncoderBlock(
+                norm_attn=self._norm(model_file, f"enc.blocks.{i}.norm_attn"),
+                attn=self._attention(model_file, f"enc.blocks.{i}.attn"),
+                norm_ffn=self._norm(model_file, f"enc.blocks.{i}.norm_ffn"),
+                fc1=self._linear(model_file, f"enc.blocks.{i}.ffn.fc1"),
+                fc2=self._linear(model_file, f"enc.blocks.{i}.ffn.fc2"),
+            )
+            for i in range(c.n_audio_layer)
+        ]
+        self.enc_final_norm = self._norm(model_file, "enc.final_norm")
+        # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
+        self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
+        self.dec_positions = ops.tensor(model_file.array("dec.pos_emb.weight"))  # [n_text_ctx, d]
+        self.dec_blocks = [
+            DecoderBlock(
+                norm_self=self._norm(model_file, f"dec.blocks.{i}.norm_self"),
+                self_attn=self._attention(model_file, f"dec.blocks.{i}.self_attn"),
+                norm_cross=self._norm(model_file, f"dec.blocks.{i}.norm_cross"),
+                cross_attn=self._attention(model_file, f"dec.blocks.{i}.cross_attn"),
+                norm_ffn=self._norm(model_file, f"dec.blocks.{i}.norm_ffn"),
+                fc1=self._linear(model_file, f"dec.blocks.{i}.ffn.fc1"),
+                fc2=self._linear(model_file, f"dec.blocks.{i}.ffn.fc2"),
+            )
+            for i in range(c.n_text_layer)
+        ]
+        self.dec_final_norm = self._norm(model_file, "dec.final_norm")
+
+    # ---- loading ----------------------------------------------------------------------------------
+
+    def _linear(self, model_file, prefix: str) -> Linear:
+        bias = f"{prefix}.bias"
+        return Linear(
+            weight=self.ops.weight(model_file.tensor(f"{prefix}.weight")),
+            bias=self.ops.tensor(model_file.array(bias)) if model_file.has(bias) else None,
+        )
+
+    def _conv(self, model_file, prefix: str) -> Linear:
+        """A conv1d weight [C_out, C_in, k] flattened to [C_out, C_in*k], the column order of ``im2col``."""
+        source = model_file.tensor(f"{prefix}.weight")
+        if source.ggml_type not in ("F32", "F16"):
+            raise ModelFileError(model_file.path, f"tensor '{source.name}' is {source.ggml_type}; "
+                                 "convolution kernels must be F32 or F16")
+        c_out = source.shape[0]
+        flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
+                            np.asarray(source.data).reshape(c_out, -1))
+        return Linear(self.ops.weight(flat), self.ops.tensor(model_file.array(f"{prefix}.bias")))
+
+    def _norm(self, model_file, prefix: str) -> Norm:
+        return Norm(self.ops.tensor(model_file.array(f"{prefix}.weight")),
+                    self.ops.tensor(model_file.array(f"{prefix}.bias")))
+
+    def _attention(self, model_file, prefix: str) -> Attention:
+        return Attention(*(self._linear(model_file, f"{prefix}.{part}") for part in ("q", "k", "v", "out")))
+
+    # ---- building blocks ----------------------------------------------------------------------------
+
+    def _apply(self, x: Tensor, linear: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
+        """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (the decoder's steps)."""
+        product = self.ops.gemv if x.shape[0] == 1 else self.ops.gemm
+        return product(x, linear.weight, linear.bias, act=act, residual=residual)
+
+    def _layer_norm(self, x: Tensor, norm: Norm) -> Tensor:
+        return self.ops.layer_norm(x, norm.weight, norm.bias, LAYER_NORM_EPS)
+
+    def _ffn(self, x: Tensor, norm: Norm, fc1: Linear, fc2: Linear) -> Tensor:
+        """Pre-LN feed-forward branch added back onto ``x``."""
+        hidden = self._apply(self._layer_norm(x, norm), fc1, act=self.config.activation)
+        return self._apply(hidden, fc2, residual=x)
+
+    # ---- encoder ------------------------------------------------------------------------------------
+
+    def encode(self, mel: np.ndarray) -> EncoderOutput:
+        """Encode one 30 s window. mel: float32 [n_mels, 2*n_audio_ctx] (``frontend.log_mel``)."""
+        ops, c = self.ops, self.config
+        if mel.shape != (c.n_mels, 2 * c.n_audio_ctx):
+            raise ValueError(f"the encoder takes a log-mel of shape {(c.n_mels, 2 * c.n_audio_ctx)}, "
+                             f"got {mel.shape}; pad or trim the audio to 30 s first")
+        x = ops.tensor(np.ascontiguousarray(mel.T))  # time-major [3000, n_mels]
+        x = ops.gemm(ops.im2col(x, CONV_KERNEL, 1, 1), self.conv0.weight, self.conv0.bias, act="gelu")
+        x = ops.gemm(ops.im2col(x, CONV_KERNEL, 2, 1), self.conv1.weight, self.conv1.bias, act="gelu")
+        x = ops.add(x, self.enc_positions)  # [1500, d]
+        for block in self.enc_blocks:
+            h = self._layer_norm(x, block.norm_attn)
+            attn = block.attn
+            q, k, v = self._apply(h, attn.q), self._apply(h, attn.k), self._apply(h, attn.v)
+            x = self._apply(ops.attention(q, k, v, c.n_audio_head), attn.out, residual=x)
+            x = self._ffn(x, block.norm_ffn, block.fc1, block.fc2)
+        states = self._layer_norm(x, self.enc_final_norm)
+        return EncoderOutput(states, [self._cross_cache(states, block.cross_attn) for block in self.dec_blocks])
+
+    def _cross_cache(self, states: Tensor, attn: Attention) -> Any:
+        c = self.config
+        cache = self.ops.kv_cache(c.n_text_head, c.n_text_state // c.n_text_head, c.n_audio_ctx)
+        self.ops.kv_pack(cache, self._apply(states, attn.k), self._apply(states, attn.v), 0)
+        return cache
+
+    # ---- decoder ------------------------------------------------------------------------------------
+
+    def decoder_session(self, encoder_output: EncoderOutput) -> DecoderState:
+        """Empty self-attention caches (n_text_ctx positions each) over one encoded window."""
+        c = self.config
+        caches = [self.ops.kv_cache(c.n_text_head, c.n_text_state // c.n_text_head, c.n_text_ctx)
+                  for _ in range(c.n_text_layer)]
+        return DecoderState(encoder_output.cross_caches, caches)
+
+    def decode_step(self, state: DecoderState, token_ids: list[int]) -> np.ndarray:
+        """Feed ``token_ids`` at the state's position; return float32 logits [n_vocab] after the last one.
+
+        Several ids are a prefill: all but the last run as one causal block that only fills the KV
+        caches, then the last runs alone, so the logits always come from a single row (a gemv against
+        the tied embedding) and no row has to be cut out of a tensor.
+        """
+        token_ids = [int(t) for t in token_ids]
+        if not token_ids:
+            raise ValueError("decode_step needs at least one token id")
+        if len(token_ids) > 1:
+            self._decoder_layers(state, self.ops.ids(np.array(token_ids[:-1], np.uint32)))
+        logits = self.step_logits(state, self.ops.ids(np.array(token_ids[-1:], np.uint32)))
+        return self.ops.read(logits)[0]
+
+    def step_logits(self, state: DecoderState, ids: Tensor) -> Tensor:
+        """One decoder step on the backend: ids [1] in, logits tensor [1, n_vocab] out, no read-back
+        (so a GPU can record it, and an argmax can feed the next step's ``ids``)."""
+        x = self._decoder_layers(state, ids)
+        return self.ops.gemv(self._layer_norm(x, self.dec_final_norm), self.token_embedding)
+
+    def _decoder_layers(self, state: DecoderState, ids: Tensor) -> Tensor:
+        """Run ids [T] through every decoder block at positions state.position...+T-1; returns [T, d]."""
+        ops, c = self.ops, self.config
+        pos0, t = state.position, ids.shape[0]
+        if pos0 + t > c.n_text_ctx:
+            raise ValueError(f"the decoder holds {c.n_text_ctx} tokens; {pos0 + t} were fed")
+        x = ops.embed(ids, self.token_embedding, self.dec_positions, pos0)
+        for block, self_cache, cross_cache in zip(self.dec_blocks, state.self_caches, state.cross_caches):
+            h = self._layer_norm(x, block.norm_self)
+            attn = block.self_attn
+            ops.kv_pack(self_cache, self._apply(h, attn.k), self._apply(h, attn.v), pos0)
+            seen = ops.attend(self._apply(h, attn.q), self_cache, pos0 + t, causal=True)
+            x = self._apply(seen, attn.out, residual=x)
+
+            h = self._layer_norm(x, block.norm_cross)
+            attn = block.cross_attn
+            heard = ops.attend(self._apply(h, attn.q), cross_cache, c.n_audio_ctx, causal=False)
+            x = self._apply(heard, attn.out, residual=x)
+
+            x = self._ffn(x, block.norm_ffn, block.fc1, block.fc2)
+        state.position = pos0 + t
+        return x

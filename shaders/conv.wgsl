@@ -1,0 +1,60 @@
+// 1-D convolution over time-major x [T, C] (see engine/gpu/ops/conv.py): im2col unfolds x so that a
+// full conv is one GEMM; depthwise_conv is computed directly (each channel has its own k taps, so
+// there is no GEMM to hand it to). One thread per output element; positions outside x read zero.
+
+const WG: u32 = 256u;
+
+// The output element of this thread; dispatches are spread over x and y by recorder.grid().
+fn element(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * WG + lid;
+}
+
+// ---- im2col: x at 1, out [t_out, C*kernel] at 2 -------------------------------------------------
+
+struct UnfoldParams { t: u32, c: u32, kernel: u32, stride: u32, pad: u32, t_out: u32 }
+@group(0) @binding(0) var<uniform> up: UnfoldParams;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> unfolded: array<f32>;
+
+@compute @workgroup_size(WG)
+fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let i = element(wid, nwg, lid);
+    let width = up.c * up.kernel;
+    if (i >= up.t_out * width) { return; }
+    let col = i % width;  // c*kernel + j, the order of a conv weight [C_out, C, kernel] flattened
+    let src = i32((i / width) * up.stride + col % up.kernel) - i32(up.pad);
+    var value = 0.0;
+    if (src >= 0 && src < i32(up.t)) {
+        value = x[u32(src) * up.c + col / up.kernel];
+    }
+    unfolded[i] = value;
+}
+
+// ---- depthwise_conv: x at 1, w [C, k] at 2, b [C] at 3 (a dummy without HAS_B), out [T, C] at 4 --
+
+override HAS_B: bool = true;
+
+struct DepthwiseParams { t: u32, c: u32, k: u32, pad_left: u32 }
+@group(0) @binding(0) var<uniform> dp: DepthwiseParams;
+@group(0) @binding(2) var<storage, read> taps: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> conv_out: array<f32>;
+
+@compute @workgroup_size(WG)
+fn depthwise_conv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let i = element(wid, nwg, lid);
+    if (i >= dp.t * dp.c) { return; }
+    let ch = i % dp.c;
+    let t0 = i32(i / dp.c) - i32(dp.pad_left);
+    // Only taps that land inside x contribute: clip the tap range instead of testing every tap.
+    let j_first = u32(max(0, -t0));
+    let j_end = u32(clamp(i32(dp.t) - t0, 0, i32(dp.k)));
+    var acc = 0.0;
+    for (var j = j_first; j < j_end; j++) {
+        acc += taps[ch * dp.k + j] * x[u32(t0 + i32(j)) * dp.c + ch];
+    }
+    if (HAS_B) { acc += bias[ch]; }
+    conv_out[i] = acc;
+}

@@ -1,0 +1,215 @@
+// Linear layers: c = act(a·Wᵀ + bias), then c = residual + alpha·c when a residual is given.
+//
+// Two entry points share the weight decoding and the epilogue: `gemm` (tiled, for M > 1) and
+// `gemv` (one input row: the decoder's case, memory bound). Override constants pick the variant,
+// so the compiler drops the branches a pipeline does not use:
+//   WTYPE         0 F32, 1 F16, 2 Q8_0 (engine/gpu/tensors.py: GpuWeight's layouts)
+//   ACT           0 none, 1 GELU (erf), 2 SiLU, 3 ReLU, 4 tanh
+//   HAS_BIAS      read `bias` [N]
+//   HAS_RESIDUAL  read `residual` [M, N] and scale by alpha
+// Bindings the variant does not read are still bound (the caller passes any buffer there), so every
+// variant has the same layout.
+//
+// a is [M, K] unpadded: reads are bounds-checked. W is [n_pad, k_pad], zero-padded to 64 rows and
+// 32 columns, so its reads need no checks; padded columns meet zeros from the guarded a reads.
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    k_pad: u32,         // W's row stride in values
+    scale_stride: u32,  // Q8_0: u32 words of f16 scales per W row
+    alpha: f32,
+}
+
+override WTYPE: u32 = 0u;
+override ACT: u32 = 0u;
+override HAS_BIAS: bool = false;
+override HAS_RESIDUAL: bool = false;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> scales: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> residual: array<f32>;
+@group(0) @binding(6) var<storage, read_write> c: array<f32>;
+
+// ---- weights ----------------------------------------------------------------------------------
+
+struct Eight {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+// Four int8 packed little-endian in a u32, sign-extended by shifting each byte to the top and back.
+fn int8x4(word: u32) -> vec4<f32> {
+    let v = bitcast<i32>(word);
+    return vec4<f32>(vec4<i32>(v << 24u, v << 16u, v << 8u, v) >> vec4<u32>(24u));
+}
+
+// W[n, k .. k+7] as f32, k a multiple of 8. Q8_0 is f32(scale) * f32(q), exactly numpy's
+// dequantisation (the product of an f16 and an int8 is exact in f32).
+fn weights8(n: u32, k: u32) -> Eight {
+    let at = n * p.k_pad + k;
+    if (WTYPE == 0u) {
+        return Eight(bitcast<vec4<f32>>(w[at / 4u]), bitcast<vec4<f32>>(w[at / 4u + 1u]));
+    }
+    if (WTYPE == 1u) {
+        let h = w[at / 8u];
+        return Eight(vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y)),
+                     vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)));
+    }
+    let quad = w[at / 16u];
+    let q = select(quad.xy, quad.zw, (at & 8u) != 0u);
+    let s = unpack2x16float(scales[n * p.scale_stride + k / 64u])[(k / 32u) & 1u];
+    return Eight(s * int8x4(q.x), s * int8x4(q.y));
+}
+
+// ---- epilogue ---------------------------------------------------------------------------------
+
+// erfc(|x|) with fractional error below 1.2e-7 everywhere (the Chebyshev fit of Numerical Recipes'
+// erfcc). Working with erfc keeps GELU's relative accuracy for large negative inputs, where
+// 1 + erf(x) would cancel.
+fn erfc_abs(x: f32) -> f32 {
+    let z = abs(x);
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    return t * exp(poly - z * z);
+}
+
+fn gelu(x: f32) -> f32 {
+    let tail = erfc_abs(x * 0.70710678118654752);  // 1 - erf(|x|/sqrt(2))
+    return 0.5 * x * select(2.0 - tail, tail, x < 0.0);
+}
+
+fn activate(x: f32) -> f32 {
+    switch ACT {
+        case 1u: { return gelu(x); }
+        case 2u: { return x / (1.0 + exp(-x)); }
+        case 3u: { return max(x, 0.0); }
+        // tanh is exactly ±1 in f32 past |x| = 9; clamping keeps drivers that compute it through
+        // exp from overflowing to NaN.
+        case 4u: { return tanh(clamp(x, -9.0, 9.0)); }
+        default: { return x; }
+    }
+}
+
+fn finish(sum: f32, m: u32, n: u32) -> f32 {
+    var v = sum;
+    if (HAS_BIAS) {
+        v += bias[n];
+    }
+    v = activate(v);
+    if (HAS_RESIDUAL) {
+        v = residual[m * p.n + n] + p.alpha * v;
+    }
+    return v;
+}
+
+// ---- GEMM -------------------------------------------------------------------------------------
+
+// A workgroup computes a 64x64 tile of c; each of its 256 threads a 4x4 micro-tile. K goes in
+// steps of 32 (one Q8_0 block, so a row of the W tile has one scale) through shared tiles stored
+// k-major, so the inner loop reads a vec4 of A rows and a vec4 of W rows per k.
+const TILE = 64u;
+const TILE_K = 32u;
+const VEC_PER_K = 16u;  // TILE / 4: vec4s per k in a shared tile
+
+var<workgroup> a_tile: array<vec4<f32>, 512>;  // [TILE_K][TILE/4]: a_tile[k*16 + m/4][m%4]
+var<workgroup> w_tile: array<vec4<f32>, 512>;  // [TILE_K][TILE/4]: w_tile[k*16 + n/4][n%4]
+
+@compute @workgroup_size(256)
+fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n0 = wid.x * TILE;
+    let m0 = wid.y * TILE;
+    // Loading: thread t fills row t%64 of both tiles at k offsets 8*(t/64) .. +7. Consecutive
+    // threads take consecutive rows, so their stores into the k-major tiles hit distinct banks.
+    let row = t % TILE;
+    let ks = (t / TILE) * 8u;
+    let am = m0 + row;
+    // Computing: rows 4*ty .. +3 and columns 4*tx .. +3 of the output tile.
+    let tx = t % VEC_PER_K;
+    let ty = t / VEC_PER_K;
+    var acc: array<vec4<f32>, 4>;
+
+    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+        for (var j = 0u; j < 8u; j++) {
+            let k = k0 + ks + j;
+            var v = 0.0;
+            if (am < p.m && k < p.k) {
+                v = a[am * p.k + k];
+            }
+            a_tile[(ks + j) * VEC_PER_K + row / 4u][row % 4u] = v;
+        }
+        let wv = weights8(n0 + row, k0 + ks);
+        for (var j = 0u; j < 4u; j++) {
+            w_tile[(ks + j) * VEC_PER_K + row / 4u][row % 4u] = wv.lo[j];
+            w_tile[(ks + 4u + j) * VEC_PER_K + row / 4u][row % 4u] = wv.hi[j];
+        }
+        workgroupBarrier();
+        for (var k = 0u; k < TILE_K; k++) {
+            let av = a_tile[k * VEC_PER_K + ty];
+            let bv = w_tile[k * VEC_PER_K + tx];
+            acc[0] += av.x * bv;
+            acc[1] += av.y * bv;
+            acc[2] += av.z * bv;
+            acc[3] += av.w * bv;
+        }
+        workgroupBarrier();
+    }
+
+    for (var i = 0u; i < 4u; i++) {
+        let m = m0 + ty * 4u + i;
+        if (m >= p.m) {
+            break;
+        }
+        for (var j = 0u; j < 4u; j++) {
+            let n = n0 + tx * 4u + j;
+            if (n < p.n) {
+                c[m * p.n + n] = finish(acc[i][j], m, n);
+            }
+        }
+    }
+}
+
+// ---- GEMV -------------------------------------------------------------------------------------
+
+// One input row: each output value is a dot product over K, so a workgroup takes 8 outputs and
+// 32 threads split each one's K, eight weights per thread per step (a 16-byte read for F16, so a
+// row's reads are contiguous across its threads). Partial sums meet in shared memory.
+const GEMV_ROWS = 8u;
+const GEMV_LANES = 32u;
+
+var<workgroup> partial: array<f32, 256>;
+
+fn a_at(k: u32) -> f32 {
+    return select(0.0, a[k], k < p.k);
+}
+
+@compute @workgroup_size(256)
+fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+    let lane = t % GEMV_LANES;
+    let n = (wid.x + wid.y * groups.x) * GEMV_ROWS + t / GEMV_LANES;
+    var sum = 0.0;
+    if (n < p.n) {
+        for (var k = lane * 8u; k < p.k; k += GEMV_LANES * 8u) {
+            let wv = weights8(n, k);
+            sum += dot(vec4<f32>(a_at(k), a_at(k + 1u), a_at(k + 2u), a_at(k + 3u)), wv.lo)
+                 + dot(vec4<f32>(a_at(k + 4u), a_at(k + 5u), a_at(k + 6u), a_at(k + 7u)), wv.hi);
+        }
+    }
+    partial[t] = sum;
+    workgroupBarrier();
+    for (var stride = GEMV_LANES / 2u; stride > 0u; stride /= 2u) {
+        if (lane < stride) {
+            partial[t] += partial[t + stride];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && n < p.n) {
+        c[n] = finish(partial[t], 0u, n);
+    }
+}

@@ -1,0 +1,211 @@
+// The decoder's K/V cache: pack new rows in, attend over it split into key blocks, combine the
+// blocks (engine/gpu/ops/attention.py, class KvCache).
+//
+// Cache layout, one buffer of u32, each u32 two f16 (dims 2c and 2c+1 through pack2x16float;
+// an odd head_dim's last pair has a zero high half):
+//   K: [H, capacity, PAIRS] at word 0
+//   V: [H, capacity, PAIRS] at word H * capacity * PAIRS
+// Head-major, so a workgroup's block of keys of one head is one contiguous run of memory.
+//
+// Why split the keys: a decoder step has one query row per head. One workgroup per (head, row)
+// would leave all but a few of the GPU's cores idle over Whisper's 1500 encoder positions, so each
+// workgroup takes one block of BLOCK keys and writes a partial softmax (max m, sum l, unnormalised
+// weighted V) to a scratch tensor; `combine` then rescales the partials to a common max and merges
+// them (the same algebra as flash attention's running softmax, done across workgroups).
+
+override HEAD_DIM: u32 = 64u;
+override BLOCK: u32 = 64u; // keys per attend workgroup, one thread each
+
+const PAIRS: u32 = (HEAD_DIM + 1u) / 2u;
+const NEG: f32 = -3.0e38; // a masked score; contributes exactly zero weight (see attend)
+const COMBINE_THREADS: u32 = 64u;
+const PACK_THREADS: u32 = 64u;
+
+struct Params {
+    rows: u32,      // pack: new rows T; attend and combine: query rows Tq
+    heads: u32,
+    capacity: u32,
+    pos0: u32,      // pack: position of the first new row
+    length: u32,    // attend: positions held in the cache
+    causal: u32,    // attend: 1 if row i sees positions 0 .. length - Tq + i only
+    scale: f32,     // attend
+    blocks: u32,    // attend and combine: key blocks per (head, row)
+    groups: u32,    // work items the grid covers (pack: words; attend: workgroups; combine: rows)
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+
+fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x; // see grid() in engine/gpu/recorder.py
+}
+
+// ---- pack: k, v [T, H*dh] float32 -> cache positions pos0 .. pos0+T-1, K and V in one dispatch ----
+
+@group(0) @binding(1) var<storage, read> pack_k: array<f32>;
+@group(0) @binding(2) var<storage, read> pack_v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> pack_cache: array<u32>;
+
+fn pack_pair(src: u32, c: u32, is_v: bool) -> u32 {
+    var lo: f32;
+    var hi = 0.0;
+    if (is_v) {
+        lo = pack_v[src];
+        if (2u * c + 1u < HEAD_DIM) { hi = pack_v[src + 1u]; }
+    } else {
+        lo = pack_k[src];
+        if (2u * c + 1u < HEAD_DIM) { hi = pack_k[src + 1u]; }
+    }
+    return pack2x16float(vec2<f32>(lo, hi));
+}
+
+@compute @workgroup_size(PACK_THREADS)
+fn pack(
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let word = group_index(wid, nwg) * PACK_THREADS + tid; // one output u32 per thread
+    if (word >= p.groups) {
+        return;
+    }
+    let per_side = p.rows * p.heads * PAIRS;
+    let is_v = word >= per_side;
+    let e = word % per_side;
+    let c = e % PAIRS;
+    let h = (e / PAIRS) % p.heads;
+    let t = e / (PAIRS * p.heads);
+    let src = (t * p.heads + h) * HEAD_DIM + 2u * c;
+    let dst = select(0u, p.heads * p.capacity * PAIRS, is_v) + (h * p.capacity + p.pos0 + t) * PAIRS + c;
+    pack_cache[dst] = pack_pair(src, c, is_v);
+}
+
+// ---- attend: one workgroup per (head, query row, key block) -> one partial ----
+// partials: [H * Tq * blocks, HEAD_DIM + 2] float32, each row (m, l, acc[HEAD_DIM]).
+
+@group(0) @binding(1) var<storage, read> attend_q: array<f32>;
+@group(0) @binding(2) var<storage, read> attend_cache: array<u32>;
+@group(0) @binding(3) var<storage, read_write> attend_partials: array<f32>;
+
+var<workgroup> scores: array<f32, BLOCK>;
+var<workgroup> weights: array<f32, BLOCK>;
+
+@compute @workgroup_size(BLOCK)
+fn attend(
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let group = group_index(wid, nwg);
+    if (group >= p.groups) {
+        return;
+    }
+    let b = group % p.blocks;
+    let row = group / p.blocks; // h * Tq + i
+    let i = row % p.rows;
+    let h = row / p.rows;
+    let out = group * (HEAD_DIM + 2u);
+
+    var visible = p.length;
+    if (p.causal == 1u) {
+        visible = u32(clamp(i32(p.length) - i32(p.rows) + i32(i) + 1, 0, i32(p.length)));
+    }
+    let key0 = b * BLOCK;
+    if (key0 >= visible) {
+        // Nothing visible in this block (causal rows of a prefill): an empty partial.
+        for (var e = tid; e < HEAD_DIM + 2u; e += BLOCK) {
+            attend_partials[out + e] = select(0.0, NEG, e == 0u);
+        }
+        return;
+    }
+    let n = min(BLOCK, visible - key0); // keys of this block the row sees
+
+    // Score: one thread per key, a dot over the head's f16 pairs.
+    var s = NEG;
+    if (tid < n) {
+        let k_row = (h * p.capacity + key0 + tid) * PAIRS;
+        let q_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
+        var dot = 0.0;
+        for (var c = 0u; c < HEAD_DIM / 2u; c++) {
+            let kk = unpack2x16float(attend_cache[k_row + c]);
+            dot += attend_q[q_row + 2u * c] * kk.x + attend_q[q_row + 2u * c + 1u] * kk.y;
+        }
+        if (HEAD_DIM % 2u == 1u) {
+            dot += attend_q[q_row + HEAD_DIM - 1u] * unpack2x16float(attend_cache[k_row + PAIRS - 1u]).x;
+        }
+        s = dot * p.scale;
+    }
+    scores[tid] = s;
+    workgroupBarrier();
+
+    // Each thread finds the block max itself (BLOCK reads beat a log-step reduction's barriers),
+    // then publishes its own key's weight.
+    var m = NEG;
+    for (var j = 0u; j < n; j++) {
+        m = max(m, scores[j]);
+    }
+    weights[tid] = select(0.0, exp(s - m), tid < n);
+    workgroupBarrier();
+
+    // Weighted V: thread c owns the pair of dims (2c, 2c+1); its reads of a key's row are
+    // contiguous across threads.
+    let v_base = p.heads * p.capacity * PAIRS + (h * p.capacity + key0) * PAIRS;
+    for (var c = tid; c < PAIRS; c += BLOCK) {
+        var acc = vec2<f32>(0.0);
+        for (var j = 0u; j < n; j++) {
+            acc += weights[j] * unpack2x16float(attend_cache[v_base + j * PAIRS + c]);
+        }
+        attend_partials[out + 2u + 2u * c] = acc.x;
+        if (2u * c + 1u < HEAD_DIM) {
+            attend_partials[out + 3u + 2u * c] = acc.y;
+        }
+    }
+    if (tid == 0u) {
+        var l = 0.0;
+        for (var j = 0u; j < n; j++) {
+            l += weights[j];
+        }
+        attend_partials[out] = m;
+        attend_partials[out + 1u] = l;
+    }
+}
+
+// ---- combine: one workgroup per (head, query row): merge its blocks' partials -> out [Tq, H*dh] ----
+
+@group(0) @binding(1) var<storage, read> combine_partials: array<f32>;
+@group(0) @binding(2) var<storage, read_write> combine_out: array<f32>;
+
+@compute @workgroup_size(COMBINE_THREADS)
+fn combine(
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let row = group_index(wid, nwg); // h * Tq + i
+    if (row >= p.groups) {
+        return;
+    }
+    let i = row % p.rows;
+    let h = row / p.rows;
+    let stride = HEAD_DIM + 2u;
+    let first = row * p.blocks * stride;
+
+    // Blocks are few (1500 keys / 64 = 24), so every thread recomputes the common max and sum.
+    var m = NEG;
+    for (var b = 0u; b < p.blocks; b++) {
+        m = max(m, combine_partials[first + b * stride]);
+    }
+    var l = 0.0;
+    for (var b = 0u; b < p.blocks; b++) {
+        l += combine_partials[first + b * stride + 1u] * exp(combine_partials[first + b * stride] - m);
+    }
+    // A row that sees no position at all (causal, Tq > length) has l = 0: it gets zeros.
+    let inv = select(0.0, 1.0 / l, l > 0.0);
+    let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
+    for (var d = tid; d < HEAD_DIM; d += COMBINE_THREADS) {
+        var o = 0.0;
+        for (var b = 0u; b < p.blocks; b++) {
+            o += combine_partials[first + b * stride + 2u + d] * exp(combine_partials[first + b * stride] - m);
+        }
+        combine_out[out_row + d] = o * inv;
+    }
+}

@@ -1,0 +1,138 @@
+"""The attention kernels (shaders/attention.wgsl, shaders/kv_cache.wgsl) against the numpy backend.
+
+Sizes are small (lavapipe is slow) but each case crosses a boundary the kernels care about: more
+than one block of 16 query rows or 32 keys in flash attention, more than one block of 64 keys in
+``attend``, head sizes 36 / 52 / 64 / 128 and an odd one, causal offsets Tk - Tq != 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+EXACT = dict(rtol=1e-4, atol=1e-5)  # f32 throughout
+F16_CACHE = dict(rtol=2e-3, atol=2e-3)  # K and V stored as f16
+
+
+def random(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def both(gpu_ops, cpu_ops, method, *arrays, **kwargs):
+    """Run ``method`` on both backends with the same float32 inputs; return (gpu, cpu) results."""
+    gpu = getattr(gpu_ops, method)(*(gpu_ops.tensor(a) for a in arrays), **kwargs)
+    cpu = getattr(cpu_ops, method)(*(cpu_ops.tensor(a) for a in arrays), **kwargs)
+    return gpu_ops.read(gpu), cpu
+
+
+@pytest.mark.parametrize(
+    ("tq", "tk", "heads", "head_dim", "causal"),
+    [
+        (1, 1, 2, 64, False),
+        (5, 5, 3, 36, True),
+        (3, 70, 4, 64, True),  # causal offset Tk - Tq = 67, three key blocks
+        (3, 70, 4, 36, False),
+        (20, 33, 2, 52, True),  # two query blocks, a partial key block
+        (6, 40, 6, 128, False),  # the largest head (smaller key blocks where workgroup memory is 32 KiB)
+    ],
+)
+def test_attention_matches_numpy(gpu_ops, cpu_ops, tq, tk, heads, head_dim, causal):
+    rng = np.random.default_rng(tq * 1000 + tk)
+    q, k, v = random(rng, tq, heads * head_dim), random(rng, tk, heads * head_dim), random(rng, tk, heads * head_dim)
+    gpu, cpu = both(gpu_ops, cpu_ops, "attention", q, k, v, n_heads=heads, causal=causal)
+    np.testing.assert_allclose(gpu, cpu, **EXACT)
+
+
+@pytest.mark.parametrize(("tq", "tk", "causal"), [(6, 6, False), (4, 9, True), (18, 18, True)])
+def test_attention_with_relative_scores(gpu_ops, cpu_ops, tq, tk, causal):
+    rng = np.random.default_rng(7 + tq)
+    heads, head_dim = 2, 64
+    q, k, v = random(rng, tq, heads * head_dim), random(rng, tk, heads * head_dim), random(rng, tk, heads * head_dim)
+    rel = random(rng, heads, tq, tq + tk - 1)
+    gpu = gpu_ops.attention(*map(gpu_ops.tensor, (q, k, v)), heads, causal, 0.1, gpu_ops.tensor(rel))
+    cpu = cpu_ops.attention(*map(cpu_ops.tensor, (q, k, v)), heads, causal, 0.1, cpu_ops.tensor(rel))
+    np.testing.assert_allclose(gpu_ops.read(gpu), cpu, **EXACT)
+
+
+def test_attention_scale_is_applied(gpu_ops, cpu_ops):
+    rng = np.random.default_rng(3)
+    q, k, v = random(rng, 4, 2 * 36), random(rng, 7, 2 * 36), random(rng, 7, 2 * 36)
+    gpu, cpu = both(gpu_ops, cpu_ops, "attention", q, k, v, n_heads=2, scale=0.9)
+    np.testing.assert_allclose(gpu, cpu, **EXACT)
+
+
+def pack_both(gpu_ops, cpu_ops, caches, pos0, rows, rng):
+    """Write the same random K and V rows at ``pos0`` into the (gpu, cpu) caches."""
+    width = caches[1].n_heads * caches[1].head_dim
+    k, v = random(rng, rows, width), random(rng, rows, width)
+    gpu_ops.kv_pack(caches[0], gpu_ops.tensor(k), gpu_ops.tensor(v), pos0)
+    cpu_ops.kv_pack(caches[1], cpu_ops.tensor(k), cpu_ops.tensor(v), pos0)
+
+
+def fill_caches(gpu_ops, cpu_ops, heads, head_dim, capacity, chunks, rng):
+    """One cache per backend, written chunk by chunk: ``chunks`` lists (pos0, rows)."""
+    caches = gpu_ops.kv_cache(heads, head_dim, capacity), cpu_ops.kv_cache(heads, head_dim, capacity)
+    for pos0, rows in chunks:
+        pack_both(gpu_ops, cpu_ops, caches, pos0, rows, rng)
+    return caches
+
+
+def attend_both(gpu_ops, cpu_ops, caches, q, length, causal, scale=None):
+    gpu = gpu_ops.read(gpu_ops.attend(gpu_ops.tensor(q), caches[0], length, causal=causal, scale=scale))
+    cpu = cpu_ops.attend(cpu_ops.tensor(q), caches[1], length, causal=causal, scale=scale)
+    return gpu, cpu
+
+
+@pytest.mark.parametrize("head_dim", [36, 64])
+def test_decoder_steps_in_a_partly_filled_cache(gpu_ops, cpu_ops, head_dim):
+    """A prompt of 5, then one step at a time: each step packs at pos0 > 0 and attends to length <
+    capacity, so stale zeros past ``length`` must not count."""
+    rng = np.random.default_rng(head_dim)
+    heads, capacity = 3, 16
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, capacity, [(0, 5)], rng)
+    for pos in range(5, 8):
+        pack_both(gpu_ops, cpu_ops, caches, pos, 1, rng)
+        q = random(rng, 1, heads * head_dim)
+        gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, pos + 1, causal=True)
+        np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+def test_prefill_is_causal_in_the_cache(gpu_ops, cpu_ops):
+    """Tq = 4 new rows after 2 cached ones: row i sees positions 0 .. 2 + i."""
+    rng = np.random.default_rng(11)
+    heads, head_dim = 4, 64
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 10, [(0, 2), (2, 4)], rng)
+    q = random(rng, 4, heads * head_dim)
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 6, causal=True)
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+@pytest.mark.parametrize(("tq", "length", "causal"), [(1, 150, True), (2, 150, False), (3, 130, True)])
+def test_attend_over_several_key_blocks(gpu_ops, cpu_ops, tq, length, causal):
+    """Lengths over 2 x 64 keys: partials of several blocks (some empty for causal rows) merge in combine."""
+    rng = np.random.default_rng(length + tq)
+    heads, head_dim = 6, 64
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 160, [(0, length)], rng)
+    q = random(rng, tq, heads * head_dim)
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, length, causal=causal, scale=0.2)
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+@pytest.mark.parametrize("head_dim", [52, 33])
+def test_cache_with_odd_pair_counts(gpu_ops, cpu_ops, head_dim):
+    """head_dim 52 packs to 26 pairs; 33 pads its last pair with a zero half."""
+    rng = np.random.default_rng(head_dim)
+    heads = 2
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 70, [(0, 40), (40, 27)], rng)
+    q = random(rng, 2, heads * head_dim)
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 67, causal=False)
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+def test_kv_pack_rejects_rows_past_capacity(gpu_ops):
+    cache = gpu_ops.kv_cache(2, 8, 4)
+    rows = gpu_ops.tensor(np.zeros((3, 16), np.float32))
+    with pytest.raises(ValueError, match="do not fit"):
+        gpu_ops.kv_pack(cache, rows, rows, 2)
