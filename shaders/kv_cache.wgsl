@@ -16,7 +16,7 @@
 override HEAD_DIM: u32 = 64u;
 override BLOCK: u32 = 64u; // keys per attend workgroup, one thread each
 
-const PAIRS: u32 = (HEAD_DIM + 1u) / 2u;
+override PAIRS: u32 = (HEAD_DIM + 1u) / 2u; // derived, never set by the host
 const NEG: f32 = -3.0e38; // a masked score; contributes exactly zero weight (see attend)
 const COMBINE_THREADS: u32 = 64u;
 const PACK_THREADS: u32 = 64u;

@@ -2,6 +2,7 @@
 // engine/gpu/ops/norm.py). Row kernels give each row one workgroup and reduce in shared memory;
 // statistics are taken in two passes (mean, then squared deviations) like numpy, because a
 // one-pass E[x²] - E[x]² loses digits on rows with a large mean.
+// Entry points reuse binding numbers for different buffers; each kernel's comment lists its own.
 
 override WG: u32 = 256u;      // threads per workgroup, a power of two
 override HAS_W: bool = true;  // layer_norm: scale by w (else binding 2 is a dummy)
@@ -49,6 +50,8 @@ fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 
 // ---- row kernels: layer_norm, softmax ------------------------------------------------------------
 
+// layer_norm: x [rows, cols] at 1, w [cols] at 2, b [cols] at 3, out at 4.
+// softmax: x at 1, out at 2.
 struct RowParams { rows: u32, cols: u32, eps: f32 }
 @group(0) @binding(0) var<uniform> rp: RowParams;
 @group(0) @binding(1) var<storage, read> x: array<f32>;

@@ -14,13 +14,12 @@ CTranslate2 fuses Whisper's projections: self-attention ``linear_0`` is q, k, v 
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
 import numpy as np
 
-from engine.convert.source import WhisperSource
+from engine.convert.source import WhisperSource, load_json
 from engine.convert.tokenizer import read_vocabulary
 from engine.errors import ModelFileError
 
@@ -82,11 +81,7 @@ def read_ct2_whisper(model_dir: Path) -> WhisperSource:
     spec, variables = read_model_bin(model_dir / "model.bin")
     if spec != "WhisperSpec":
         raise ModelFileError(model_dir / "model.bin", f"is a CTranslate2 {spec or 'unnamed'} model, not Whisper")
-    config_path = model_dir / "config.json"
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelFileError(config_path, f"can't be read ({e})") from None
+    config = load_json(model_dir / "config.json")
 
     def var(name: str) -> np.ndarray:
         if name not in variables:

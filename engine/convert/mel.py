@@ -3,7 +3,8 @@
 transcribe.cpp's files carry both as tensors (``frontend.mel_filterbank`` [n_mels, n_fft/2+1],
 ``frontend.window`` [n_fft]) so the runtime doesn't recompute them. Whisper's filters are
 librosa's ``filters.mel(sr=16000, n_fft=400, n_mels=80)`` (htk=False, norm='slaney'); this is the
-same formula in numpy, float64 then rounded to float32 as librosa does.
+same formula in numpy with librosa's roundings (triangles stored as float32, then scaled by a
+float64 norm), which makes the filters bit-identical to the ones Whisper and transcribe.cpp ship.
 """
 
 from __future__ import annotations
@@ -31,18 +32,18 @@ def mel_to_hz(mel: np.ndarray) -> np.ndarray:
 
 
 def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None) -> np.ndarray:
-    """Triangular filters [n_mels, n_fft // 2 + 1] over the rFFT bins, each of area-normalised
-    height 2 / (its bandwidth in Hz) (Slaney norm), float32."""
+    """Triangular filters [n_mels, n_fft // 2 + 1] over the rFFT bins, each of peak height
+    2 / (its bandwidth in Hz) (Slaney norm: equal area), float32."""
     f_max = sample_rate / 2 if f_max is None else f_max
-    fft_hz = np.linspace(0.0, sample_rate / 2, n_fft // 2 + 1)
+    fft_hz = np.fft.rfftfreq(n_fft, 1.0 / sample_rate)
     edges = mel_to_hz(np.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2))
     widths = np.diff(edges)
     ramps = edges[:, None] - fft_hz[None, :]
     rising = -ramps[:-2] / widths[:-1, None]
     falling = ramps[2:] / widths[1:, None]
-    weights = np.maximum(0.0, np.minimum(rising, falling))
-    weights *= (2.0 / (edges[2:] - edges[:-2]))[:, None]
-    return weights.astype(np.float32)
+    weights = np.maximum(0.0, np.minimum(rising, falling)).astype(np.float32)
+    weights *= (2.0 / (edges[2:] - edges[:-2]))[:, None]  # computed in float64, stored in float32
+    return weights
 
 
 def hann_periodic(length: int) -> np.ndarray:

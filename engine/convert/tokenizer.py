@@ -9,11 +9,11 @@ named here from their definition: id ``notimestamps + 1 + i`` is ``<|{0.02*i:.2f
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.convert.source import load_json
 from engine.errors import ModelFileError
 
 TOKEN_NORMAL = 1
@@ -45,7 +45,7 @@ def read_vocabulary(model_dir: Path, vocab_size: int) -> Vocabulary:
     """Read the tokenizer files of ``model_dir`` into a vocabulary of exactly ``vocab_size`` ids."""
     tokenizer_json = model_dir / "tokenizer.json"
     if tokenizer_json.is_file():
-        data = _load_json(tokenizer_json)
+        data = load_json(tokenizer_json)
         model = data.get("model", {})
         if model.get("type") != "BPE":
             raise ModelFileError(tokenizer_json, f"is a {model.get('type')!r} tokenizer, not Whisper's BPE")
@@ -53,7 +53,7 @@ def read_vocabulary(model_dir: Path, vocab_size: int) -> Vocabulary:
         merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
         added = {int(t["id"]): (t["content"], bool(t.get("special", False))) for t in data.get("added_tokens", [])}
     elif (model_dir / "vocab.json").is_file() and (model_dir / "merges.txt").is_file():
-        base = _load_json(model_dir / "vocab.json")
+        base = load_json(model_dir / "vocab.json")
         merges = _read_merges(model_dir / "merges.txt")
         added = _added_tokens(model_dir)
     else:
@@ -81,13 +81,6 @@ def read_vocabulary(model_dir: Path, vocab_size: int) -> Vocabulary:
     return Vocabulary(tokens, types, merges)
 
 
-def _load_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFileError(path, f"can't be read as JSON ({e})") from None
-
-
 def _read_merges(path: Path) -> list[str]:
     """merges.txt: an optional ``#version`` line, then one ``a b`` merge per line."""
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -100,13 +93,13 @@ def _added_tokens(model_dir: Path) -> dict[int, tuple[str, bool]]:
     are special)."""
     config = model_dir / "tokenizer_config.json"
     if config.is_file():
-        decoder = _load_json(config).get("added_tokens_decoder")
+        decoder = load_json(config).get("added_tokens_decoder")
         if decoder:
             return {int(i): (t["content"], bool(t.get("special", False))) for i, t in decoder.items()}
     added = model_dir / "added_tokens.json"
     if added.is_file():
         return {
             int(i): (t, t.startswith("<|") and t.endswith("|>") and not _TIMESTAMP.fullmatch(t))
-            for t, i in _load_json(added).items()
+            for t, i in load_json(added).items()
         }
     return {}

@@ -188,6 +188,8 @@ def read_header(buf: bytes | mmap.mmap) -> Header:
     """
     cur = _Cursor(buf)
     file_size = len(buf)
+    if file_size < len(MAGIC) and MAGIC.startswith(buf[:file_size]):
+        raise HeaderError(f"the file is truncated: it has only {file_size} bytes")
     if buf[:4] != MAGIC:
         raise HeaderError(f"not a GGUF file: it starts with {bytes(buf[:4])!r} instead of {MAGIC!r}")
     cur.pos = 4

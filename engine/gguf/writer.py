@@ -9,7 +9,7 @@ and renamed into place, so a crash or a full disk never leaves a half-written mo
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +76,8 @@ def write_gguf(path: str | os.PathLike, architecture: str, metadata: list[Meta],
     and ``tensors`` in the order given. Replaces ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies, unlike mkstemp
     try:
         writer = GGUFWriter(tmp, architecture)
         for m in metadata:

@@ -210,9 +210,10 @@ def transcribe_window(
     when the window's last segment was cut off, i.e. the text didn't end on a lone timestamp, or None
     when the whole window is transcribed (or was skipped as silence).
     """
-    prompt_tokens = tokenizer.encode(" " + prompt.strip()) if isinstance(prompt, str) else prompt
+    if isinstance(prompt, str):  # OpenAI's initial_prompt: the text with one leading space
+        prompt = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else None
     encoded = model.encode(mel)
-    result = decode_window(model, tokenizer, encoded, language, task, prompt_tokens, timestamps)
+    result = decode_window(model, tokenizer, encoded, language, task, prompt, timestamps)
     if result.no_speech_prob > NO_SPEECH_THRESHOLD and result.avg_logprob <= LOGPROB_THRESHOLD:
         return [], result.language, None
     segments, resume = split_segments(tokenizer, result, offset, duration)

@@ -33,19 +33,20 @@ class GpuOpsBase(Ops):
         """A pooled tensor with undefined contents, for a kernel to write."""
         return GpuTensor(self.pool, tuple(shape), dtype)
 
-    def tensor(self, array: np.ndarray) -> GpuTensor:
-        array = np.ascontiguousarray(array, dtype=np.float32)
-        out = self.empty(array.shape)
+    def _upload(self, array: np.ndarray) -> GpuTensor:
+        out = self.empty(array.shape, array.dtype)
         if array.size:
+            # A pooled buffer may have been freed while a recorded, unsubmitted dispatch still reads
+            # it. queue.write_buffer would land before that dispatch runs, so submit first.
+            self.recorder.submit()
             self.device.queue.write_buffer(out.buffer, 0, array)
         return out
 
+    def tensor(self, array: np.ndarray) -> GpuTensor:
+        return self._upload(np.ascontiguousarray(array, dtype=np.float32))
+
     def ids(self, ids: np.ndarray) -> GpuTensor:
-        ids = np.ascontiguousarray(ids, dtype=np.uint32).reshape(-1)
-        out = self.empty(ids.shape, np.uint32)
-        if ids.size:
-            self.device.queue.write_buffer(out.buffer, 0, ids)
-        return out
+        return self._upload(np.ascontiguousarray(ids, dtype=np.uint32).reshape(-1))
 
     def weight(self, source: WeightSource) -> GpuWeight:
         return upload_weight(self.device, source)

@@ -44,6 +44,8 @@ class ConvOps(GpuOpsBase):
         t, c = x.shape
         if w.shape[0] != c or len(w.shape) != 2:
             raise ValueError(f"depthwise_conv: weight {w.shape} does not match {c} channels (expected [C, k])")
+        if pad_left < 0:
+            raise ValueError(f"depthwise_conv: pad_left {pad_left} must not be negative")
         k = w.shape[1]
         out = self.empty((t, c))
         self.run(

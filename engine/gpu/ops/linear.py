@@ -82,10 +82,8 @@ class LinearOps(GpuOpsBase):
         scales = table.scales if table.scales is not None else table.data
         buffers = [ids, table.data, scales, positions if positions is not None else ids, out]
         params = [t, d, table.k_pad, table.scales_per_row // 2, pos0]
-        self.run(
-            "embed.wgsl", buffers, params, _groups_for(t * d),
-            WTYPE=WEIGHT_TYPES[table.kind], HAS_POS=positions is not None,
-        )  # fmt: skip
+        constants = {"WTYPE": WEIGHT_TYPES[table.kind], "HAS_POS": positions is not None}
+        self.run("embed.wgsl", buffers, params, _groups_for(t * d), **constants)
         return out
 
     def argmax(self, x: GpuTensor) -> GpuTensor:
@@ -130,8 +128,10 @@ class LinearOps(GpuOpsBase):
         scales = w.scales if w.scales is not None else w.data
         buffers = [a, w.data, scales, bias if bias is not None else a, residual if residual is not None else a, out]
         params = [a.shape[0], w.n, w.k, w.k_pad, w.scales_per_row // 2, float(alpha)]
-        self.run(
-            "gemm.wgsl", buffers, params, groups, entry,
-            WTYPE=WEIGHT_TYPES[w.kind], ACT=ACTIVATIONS[act],
-            HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
-        )  # fmt: skip
+        variant = {
+            "WTYPE": WEIGHT_TYPES[w.kind],
+            "ACT": ACTIVATIONS[act],
+            "HAS_BIAS": bias is not None,
+            "HAS_RESIDUAL": residual is not None,
+        }
+        self.run("gemm.wgsl", buffers, params, groups, entry, **variant)

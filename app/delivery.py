@@ -1,0 +1,190 @@
+"""Putting the text into the app the user was in: clipboard paste or typed keystrokes, with fallback.
+
+The target window is read when the shortcut goes down and read again just before delivery; if the user
+has since moved to another window the text is not pasted there (it could be a chat or a terminal) but
+kept in Sayso and announced. X11 goes through xdotool (``key --clearmodifiers ctrl+v`` after setting the
+clipboard, or ``type``); Wayland, where no client may read the focused window, through wl-copy and
+wtype (or ydotool).
+
+Paste keeps the user's clipboard: it is saved (every format), replaced by the text, and put back once
+the target has had time to fetch it. The Qt event loop must keep running during that time because on
+X11 the target asks us for the clipboard's content, so every step here is asynchronous (QProcess).
+Terminals don't paste on Ctrl+V, so in paste mode a terminal gets the text typed.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import QMimeData, QObject, QProcess, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+
+from app.hotkeys import display_server
+
+log = logging.getLogger(__name__)
+
+CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
+TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts
+_TERMINALS = {
+    "xterm", "uxterm", "urxvt", "rxvt", "gnome-terminal", "gnome-terminal-server", "konsole", "alacritty", "kitty",
+    "terminator", "tilix", "xfce4-terminal", "mate-terminal", "lxterminal", "qterminal", "wezterm", "st", "foot",
+    "terminology", "sakura", "guake", "tilda", "yakuake", "cool-retro-term", "ptyxis", "kgx", "blackbox",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    delivered: bool
+    method: str  # "paste" or "type" when delivered
+    message: str = ""  # why it wasn't delivered, for the user
+
+
+def _run(args: list[str], timeout: float = 2.0) -> str | None:
+    """A quick query (xdotool get*, xprop): its stdout, or None when it fails or the tool is missing."""
+    try:
+        result = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def focused_window() -> str | None:
+    """The X window that has the keyboard focus (xdotool's decimal id), or None (Wayland, no X, no focus).
+
+    getactivewindow needs a window manager (EWMH); getwindowfocus works without one (bare X, Xvfb).
+    """
+    if display_server() != "x11" or not shutil.which("xdotool"):
+        return None
+    return _run(["xdotool", "getactivewindow"]) or _run(["xdotool", "getwindowfocus"]) or None
+
+
+def window_class(window: str) -> str:
+    """The window's WM_CLASS class name, lowercased ("" when unknown)."""
+    out = _run(["xprop", "-id", window, "WM_CLASS"]) or ""
+    names = [part.strip().strip('"').lower() for part in out.partition("=")[2].split(",")]
+    return names[-1] if names and names[-1] else ""
+
+
+class Delivery(QObject):
+    """Delivers text asynchronously; each ``deliver`` call ends with one ``done(DeliveryResult)``."""
+
+    done = Signal(object)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._processes: list[QProcess] = []
+
+    # ---- target window ------------------------------------------------------------------------------
+
+    def capture_target(self) -> str | None:
+        return focused_window()
+
+    # ---- delivery -----------------------------------------------------------------------------------
+
+    def deliver(self, text: str, target: str | None, method: str) -> None:
+        """Send ``text`` to ``target`` (None: whatever has focus) by ``method`` ("paste" or "type")."""
+        if target is not None and focused_window() != target:
+            self._finish(DeliveryResult(False, "", "The window changed before the text was ready, so it was kept here."))
+            return
+        wayland = display_server() == "wayland"
+        if method == "paste" and target is not None and window_class(target) in _TERMINALS:
+            method = "type"
+        order = [method, "type" if method == "paste" else "paste"]
+        for candidate in order:
+            if self._can(candidate, wayland):
+                if candidate != method:
+                    log.info("delivery: %s is unavailable here, using %s", method, candidate)
+                (self._paste if candidate == "paste" else self._type)(text, wayland)
+                return
+        tools = "wl-clipboard and wtype" if wayland else "xdotool"
+        self._finish(DeliveryResult(False, "", f"Can't send text to other apps: install {tools}. The text is kept here."))
+
+    @staticmethod
+    def _can(method: str, wayland: bool) -> bool:
+        if not wayland:
+            return display_server() == "x11" and shutil.which("xdotool") is not None
+        if method == "paste":
+            return bool(shutil.which("wl-copy") and shutil.which("wl-paste") and shutil.which("wtype"))
+        return bool(shutil.which("wtype") or shutil.which("ydotool"))
+
+    def _type(self, text: str, wayland: bool) -> None:
+        if not wayland:
+            args = ["xdotool", "type", "--clearmodifiers", "--delay", str(TYPE_DELAY_MS), "--", text]
+        elif shutil.which("wtype"):
+            args = ["wtype", "--", text]
+        else:
+            args = ["ydotool", "type", "--", text]
+        self._start(args, lambda ok, error: self._finish(DeliveryResult(ok, "type", error)))
+
+    def _paste(self, text: str, wayland: bool) -> None:
+        if wayland:  # Qt's clipboard doesn't reach other Wayland clients reliably; wl-copy does
+            saved = _run(["wl-paste", "--no-newline"])
+            subprocess.run(["wl-copy", "--", text], timeout=2)
+            keys = ["wtype", "-M", "ctrl", "v", "-m", "ctrl"]
+
+            def restore():
+                if saved is None:
+                    subprocess.run(["wl-copy", "--clear"], timeout=2)
+                else:
+                    subprocess.run(["wl-copy", "--", saved], timeout=2)
+
+        else:
+            clipboard = QGuiApplication.clipboard()
+            saved = _copy_mime(clipboard.mimeData())
+            clipboard.setText(text)
+            keys = ["xdotool", "key", "--clearmodifiers", "ctrl+v"]
+
+            def restore():
+                if clipboard.text() != text:
+                    return  # the user (or the target) copied something new meanwhile: keep it
+                if saved is None:
+                    clipboard.clear()
+                else:
+                    clipboard.setMimeData(saved)
+
+        def after_keys(ok: bool, error: str) -> None:
+            def finish():
+                restore()
+                self._finish(DeliveryResult(ok, "paste", error))
+
+            QTimer.singleShot(CLIPBOARD_RESTORE_MS, finish)
+
+        self._start(keys, after_keys)
+
+    def _start(self, args: list[str], then: Callable[[bool, str], None]) -> None:
+        process = QProcess(self)
+        self._processes.append(process)
+
+        def finished(code: int, status) -> None:
+            self._processes.remove(process)
+            ok = status == QProcess.ExitStatus.NormalExit and code == 0
+            error = "" if ok else f"{args[0]} failed: {bytes(process.readAllStandardError()).decode(errors='replace').strip()}"
+            process.deleteLater()
+            then(ok, error)
+
+        def failed_to_start(error: QProcess.ProcessError) -> None:
+            if error == QProcess.ProcessError.FailedToStart:  # no finished() follows this one
+                finished(-1, QProcess.ExitStatus.CrashExit)
+
+        process.finished.connect(finished)
+        process.errorOccurred.connect(failed_to_start)
+        process.start(args[0], args[1:])
+
+    def _finish(self, result: DeliveryResult) -> None:
+        if not result.delivered:
+            log.info("delivery: kept in app: %s", result.message)
+        self.done.emit(result)
+
+
+def _copy_mime(source: QMimeData | None) -> QMimeData | None:
+    """A deep copy of the clipboard's content in all its formats (None when it is empty)."""
+    if source is None or not source.formats():
+        return None
+    copy = QMimeData()
+    for fmt in source.formats():
+        copy.setData(fmt, source.data(fmt))
+    return copy

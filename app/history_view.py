@@ -1,0 +1,236 @@
+"""The History page: search past dictations, copy them, transcribe one again with another model, delete."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import assets
+from app.engine_worker import PRIORITY_HISTORY, EngineClient
+from app.history import Entry, History
+from app.settings import Settings
+from app.settings_view import available_models
+from app.style import COLORS
+from app.widgets import Card, PageHeader, format_duration, label
+
+
+def when(created: float, now: float | None = None) -> str:
+    """"Today 14:03", "Yesterday 09:12", "Mon 3 Mar 17:40"."""
+    now = time.time() if now is None else now
+    day = time.strftime("%Y%m%d", time.localtime(created))
+    clock = time.strftime("%H:%M", time.localtime(created))
+    if day == time.strftime("%Y%m%d", time.localtime(now)):
+        return f"Today {clock}"
+    if day == time.strftime("%Y%m%d", time.localtime(now - 86400)):
+        return f"Yesterday {clock}"
+    return time.strftime("%a %d %b %Y %H:%M", time.localtime(created))
+
+
+def entry_meta(entry: Entry) -> str:
+    parts = [when(entry.created), format_duration(entry.duration)]
+    if entry.model:
+        parts.append(entry.model)
+    return " · ".join(parts)
+
+
+def _preview(entry: Entry) -> str:
+    if entry.status == "transcribing":
+        return "Transcribing…"
+    if entry.status == "failed":
+        return "Not transcribed"
+    return " ".join(entry.text.split()) or "(no speech)"
+
+
+class EntryRow(QWidget):
+    def __init__(self, entry: Entry):
+        super().__init__()
+        column = QVBoxLayout(self)
+        column.setContentsMargins(10, 8, 10, 8)
+        column.setSpacing(2)
+        text = label(_preview(entry))
+        text.setObjectName("Error" if entry.status == "failed" else "")
+        text.setMaximumHeight(text.fontMetrics().lineSpacing() * 2 + 2)
+        text.setWordWrap(True)
+        column.addWidget(text)
+        column.addWidget(label(entry_meta(entry), "Faint"))
+
+
+class HistoryPage(QWidget):
+    entry_changed = Signal(int)
+
+    def __init__(self, history: History, client: EngineClient, settings: Callable[[], Settings], parent=None):
+        super().__init__(parent)
+        self._history = history
+        self._client = client
+        self._settings = settings
+        self._reruns: dict[int, int] = {}  # job id -> entry id
+
+        column = QVBoxLayout(self)
+        column.setContentsMargins(28, 24, 28, 24)
+        column.setSpacing(16)
+        column.addWidget(PageHeader("History", "Every dictation with its recording, kept on this computer."))
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search your dictations")
+        self.search.addAction(assets.icon("search", COLORS["faint"], 16), QLineEdit.ActionPosition.LeadingPosition)
+        self.search.setClearButtonEnabled(True)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(200)
+        self._search_timer.timeout.connect(self.refresh)
+        self.search.textChanged.connect(self._search_timer.start)
+        column.addWidget(self.search)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setChildrenCollapsible(False)
+        splitter.setHandleWidth(16)
+        self.list = QListWidget()
+        self.list.setObjectName("List")
+        self.list.setMinimumWidth(260)
+        self.list.currentItemChanged.connect(lambda *_: self._show_selected())
+        splitter.addWidget(self.list)
+
+        detail = Card()
+        self.title = label("Nothing selected", "CardTitle")
+        detail.header.addWidget(self.title)
+        detail.header.addStretch(1)
+        self.copy_button = QPushButton(assets.icon("copy", COLORS["muted"], 16), "Copy")
+        self.copy_button.clicked.connect(self._copy)
+        detail.header.addWidget(self.copy_button)
+        self.delete_button = QPushButton(assets.icon("trash", COLORS["error"], 16), "Delete")
+        self.delete_button.clicked.connect(self.delete_selected)
+        detail.header.addWidget(self.delete_button)
+        detail.body.addLayout(detail.header)
+        self.error = label("", "Error", wrap=True)
+        detail.body.addWidget(self.error)
+        self.text = QPlainTextEdit()
+        self.text.setReadOnly(True)
+        detail.body.addWidget(self.text, 1)
+        rerun = QHBoxLayout()
+        rerun.setSpacing(8)
+        rerun.addWidget(label("Transcribe again with", "Muted"))
+        self.model = QComboBox()
+        self.model.setMinimumWidth(200)
+        rerun.addWidget(self.model, 1)
+        self.rerun_button = QPushButton(assets.icon("redo", COLORS["muted"], 16), "Transcribe")
+        self.rerun_button.setIconSize(QSize(16, 16))
+        self.rerun_button.clicked.connect(lambda: self.retranscribe_selected(self.model.currentData()))
+        rerun.addWidget(self.rerun_button)
+        detail.body.addLayout(rerun)
+        splitter.addWidget(detail)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        splitter.setSizes([300, 460])
+        column.addWidget(splitter, 1)
+
+        client.finished.connect(self._on_finished)
+        client.failed.connect(self._on_failed)
+        client.cancelled.connect(lambda job_id: self._on_failed(job_id, "Cancelled."))
+        self.refresh()
+
+    # ---- list ---------------------------------------------------------------------------------------
+
+    def refresh(self, select: int | None = None) -> None:
+        """Reload the list (keeping the selection, or selecting entry ``select``)."""
+        current = select if select is not None else self.selected_id()
+        self.list.blockSignals(True)
+        self.list.clear()
+        for entry in self._history.search(self.search.text().strip()):
+            item = QListWidgetItem()
+            item.setData(Qt.ItemDataRole.UserRole, entry.id)
+            row = EntryRow(entry)
+            item.setSizeHint(row.sizeHint())
+            self.list.addItem(item)
+            self.list.setItemWidget(item, row)
+            if entry.id == current:
+                self.list.setCurrentItem(item)
+        if self.list.currentItem() is None and self.list.count():
+            self.list.setCurrentRow(0)
+        self.list.blockSignals(False)
+        self._show_selected()
+
+    def refresh_models(self) -> None:
+        self.model.clear()
+        for text, value in available_models():
+            self.model.addItem(text, value)
+
+    def selected_id(self) -> int | None:
+        item = self.list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    def _show_selected(self) -> None:
+        entry = self._history.get(self.selected_id()) if self.selected_id() is not None else None
+        for widget in (self.copy_button, self.delete_button, self.rerun_button, self.model):
+            widget.setEnabled(entry is not None)
+        if entry is None:
+            self.title.setText("No dictations yet" if not self.search.text() else "Nothing found")
+            self.text.setPlainText("")
+            self.error.hide()
+            return
+        self.title.setText(entry_meta(entry))
+        self.text.setPlainText(entry.text)
+        self.error.setText(entry.error)
+        self.error.setVisible(bool(entry.error))
+        busy = entry.status == "transcribing"
+        self.rerun_button.setEnabled(not busy)
+        self.rerun_button.setText("Transcribing…" if busy else "Transcribe")
+        self.copy_button.setEnabled(bool(entry.text))
+        if self.model.count() == 0:
+            self.refresh_models()
+
+    # ---- actions ------------------------------------------------------------------------------------
+
+    def _copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.text.toPlainText())
+
+    def delete_selected(self) -> None:
+        entry_id = self.selected_id()
+        if entry_id is not None:
+            self._history.delete(entry_id)
+            self.refresh()
+
+    def retranscribe_selected(self, model: str | None = None) -> int | None:
+        """Transcribe the selected recording again (``model``: a model name/path; "" = the default one)."""
+        entry = self._history.get(self.selected_id()) if self.selected_id() is not None else None
+        if entry is None:
+            return None
+        settings = self._settings()
+        chosen = settings.model if model is None else model
+        job_id = self._client.submit_file(
+            entry.audio_path,
+            priority=PRIORITY_HISTORY,
+            language=settings.language or None,
+            prompt=settings.prompt,
+            model=chosen if chosen != settings.model else None,
+        )
+        self._reruns[job_id] = entry.id
+        self._history.retry(entry.id)
+        self.refresh(select=entry.id)
+        return job_id
+
+    def _on_finished(self, job_id: int, transcript) -> None:
+        entry_id = self._reruns.pop(job_id, None)
+        if entry_id is not None:
+            self._history.finish(entry_id, transcript.text.strip(), transcript.model)
+            self.refresh()
+            self.entry_changed.emit(entry_id)
+
+    def _on_failed(self, job_id: int, message: str) -> None:
+        entry_id = self._reruns.pop(job_id, None)
+        if entry_id is not None:
+            self._history.fail(entry_id, message)
+            self.refresh()

@@ -1,0 +1,192 @@
+"""The global push-to-talk shortcut: a chord of keys ("ctrl+space", "alt_r", "ctrl+alt+f9") watched on X11.
+
+pynput's X11 listener (the RECORD extension) sees every key press and release on the display without
+grabbing it, so holding the chord works in any app; pynput is imported only when the listener starts
+because it raises ImportError where there is no X display. On Wayland no client may watch the keyboard:
+the user binds ``sayso --toggle`` to a shortcut in the desktop's settings instead (``wayland_hint``).
+
+Key names: modifiers ``ctrl alt shift super`` match either side, ``ctrl_l``/``ctrl_r`` (etc.) only one;
+named keys are pynput's (``space enter tab esc f1..f24 page_up ...``); anything else is one character.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+log = logging.getLogger(__name__)
+
+MODIFIERS = ("ctrl", "alt", "shift", "super")
+_SIDED = {f"{m}_{side}" for m in MODIFIERS for side in "lr"}
+_NAMED = {
+    "space", "enter", "tab", "esc", "backspace", "delete", "insert", "home", "end", "page_up", "page_down",
+    "up", "down", "left", "right", "caps_lock", "pause", "print_screen", "scroll_lock", "menu", "num_lock",
+} | {f"f{i}" for i in range(1, 25)}  # fmt: skip
+_ALIASES = {
+    "control": "ctrl", "ctl": "ctrl", "meta": "super", "cmd": "super", "win": "super", "windows": "super",
+    "option": "alt", "altgr": "alt_r", "alt_gr": "alt_r", "return": "enter", "escape": "esc", "del": "delete",
+    "ins": "insert", "pgup": "page_up", "pgdown": "page_down", "pageup": "page_up", "pagedown": "page_down",
+    "capslock": "caps_lock", "print": "print_screen", "backtab": "tab",
+}  # fmt: skip
+# Releases that a press of the same key follows within this time are X's key auto-repeat, not the user.
+RELEASE_DEBOUNCE_MS = 40
+
+WAYLAND_HINT = (
+    "Global shortcuts can't be watched on Wayland. Open your desktop's keyboard settings and add a "
+    "custom shortcut that runs “sayso --toggle”: press it to start dictating, press it again to stop."
+)
+
+
+def parse_hotkey(text: str) -> frozenset[str]:
+    """"Ctrl + Space" -> {"ctrl", "space"}. Raises ValueError with a message for the settings page."""
+    keys = []
+    for part in text.split("+"):
+        name = part.strip().lower().replace(" ", "_")
+        name = _ALIASES.get(name, name)
+        if not name:
+            raise ValueError(f"“{text}” has an empty key name.")
+        if name not in MODIFIERS and name not in _SIDED and name not in _NAMED and len(name) != 1:
+            raise ValueError(f"“{part.strip()}” is not a key Sayso knows.")
+        keys.append(name)
+    if not keys:
+        raise ValueError("The shortcut is empty.")
+    return frozenset(keys)
+
+
+def format_hotkey(text: str) -> str:
+    """A shortcut as people write it: "ctrl+space" -> "Ctrl+Space", "alt_r" -> "Right Alt"."""
+    try:
+        keys = parse_hotkey(text)
+    except ValueError:
+        return text
+
+    def label(key: str) -> str:
+        if key in _SIDED:
+            base, side = key.split("_")
+            return ("Left " if side == "l" else "Right ") + base.capitalize()
+        return key.replace("_", " ").title() if len(key) > 1 else key.upper()
+
+    order = {m: i for i, m in enumerate(MODIFIERS)}  # modifiers first, in the usual order
+    ranked = sorted(keys, key=lambda k: (order.get(k.split("_")[0], len(order)), k))
+    return "+".join(label(k) for k in ranked)
+
+
+def _matches(chord_key: str, held: str) -> bool:
+    return held == chord_key or (chord_key in MODIFIERS and held in (f"{chord_key}_l", f"{chord_key}_r"))
+
+
+class ChordTracker:
+    """Follows presses and releases and says when the chord becomes fully held or stops being held."""
+
+    def __init__(self, chord: frozenset[str]):
+        self.chord = chord
+        self.held: set[str] = set()
+        self.active = False
+
+    def _complete(self) -> bool:
+        return all(any(_matches(k, h) for h in self.held) for k in self.chord)
+
+    def press(self, name: str) -> bool:
+        """True when this press completes the chord."""
+        self.held.add(name)
+        if not self.active and self._complete():
+            self.active = True
+            return True
+        return False
+
+    def release(self, name: str) -> bool:
+        """True when this release breaks a held chord."""
+        self.held.discard(name)
+        if self.active and not self._complete():
+            self.active = False
+            return True
+        return False
+
+
+def display_server() -> str:
+    """"wayland", "x11", or "" (no graphical session: tests, ssh)."""
+    if os.environ.get("XDG_SESSION_TYPE") == "wayland" or os.environ.get("WAYLAND_DISPLAY"):
+        return "wayland"
+    return "x11" if os.environ.get("DISPLAY") else ""
+
+
+def _key_name(keyboard, listener, key) -> str:
+    """pynput's key -> our name: sided modifiers as ctrl_l/alt_r/..., characters lowercased."""
+    if isinstance(key, keyboard.Key):
+        name = key.name.replace("cmd", "super")
+        return "alt_r" if name == "alt_gr" else name
+    key = listener.canonical(key)
+    if key.char:
+        return key.char.lower()
+    return f"vk{key.vk}"
+
+
+class HotkeyListener(QObject):
+    """Emits ``pressed`` when the chord goes down and ``released`` when it comes up (GUI thread)."""
+
+    pressed = Signal()
+    released = Signal()
+    _event = Signal(str, bool)  # key name, down; emitted on pynput's thread, handled on the GUI thread
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._listener = None
+        self._tracker: ChordTracker | None = None
+        self._pending_release = QTimer(self)
+        self._pending_release.setSingleShot(True)
+        self._pending_release.setInterval(RELEASE_DEBOUNCE_MS)
+        self._pending_release.timeout.connect(self._release_now)
+        self._event.connect(self._on_event)
+
+    @property
+    def running(self) -> bool:
+        return self._listener is not None
+
+    def start(self, hotkey: str) -> None:
+        """Watch ``hotkey``; raises ValueError (bad shortcut) or RuntimeError (no way to watch keys here)."""
+        chord = parse_hotkey(hotkey)
+        self.stop()
+        if display_server() == "wayland":
+            raise RuntimeError(WAYLAND_HINT)
+        if not os.environ.get("DISPLAY"):
+            raise RuntimeError("No X display: the global shortcut is off. Use the Record button instead.")
+        try:
+            from pynput import keyboard
+        except ImportError as error:
+            raise RuntimeError(f"The global shortcut is unavailable: {error}") from error
+        self._tracker = ChordTracker(chord)
+        listener = keyboard.Listener(
+            on_press=lambda key: self._event.emit(_key_name(keyboard, listener, key), True),
+            on_release=lambda key: self._event.emit(_key_name(keyboard, listener, key), False),
+        )
+        listener.daemon = True
+        listener.start()
+        listener.wait()  # returns once the X RECORD context is live, so no press is missed after start()
+        self._listener = listener
+        log.info("hotkeys: watching %s", format_hotkey(hotkey))
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        self._pending_release.stop()
+        self._tracker = None
+
+    def _on_event(self, name: str, down: bool) -> None:
+        tracker = self._tracker
+        if tracker is None:
+            return
+        if down:
+            if self._pending_release.isActive() and any(_matches(k, name) for k in tracker.chord):
+                self._pending_release.stop()  # auto-repeat: the chord never really came up
+                tracker.press(name)
+                return
+            if tracker.press(name):
+                self.pressed.emit()
+        elif tracker.release(name):
+            self._pending_release.start()
+
+    def _release_now(self) -> None:
+        self.released.emit()

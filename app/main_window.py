@@ -1,0 +1,162 @@
+"""The main window: a sidebar (brand, pages, engine status) and the pages in a stack.
+
+Files dropped anywhere on the window go to the Files page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QColor, QIcon, QPainter
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import assets
+from app.style import COLORS
+from app.widgets import label
+
+PAGES = (("dictation", "Dictation", "mic"), ("files", "Files", "files"), ("history", "History", "history"), ("settings", "Settings", "settings"))
+_STATUS_COLORS = {"ready": COLORS["ok"], "loading": COLORS["working"], "error": COLORS["error"]}
+
+
+def _nav_icon(name: str) -> QIcon:
+    """Muted when idle, accent-colored on the selected page."""
+    result = QIcon()
+    for mode, color in ((QIcon.Mode.Normal, COLORS["muted"]), (QIcon.Mode.Selected, COLORS["accent_text"])):
+        for scale in (1, 2):
+            pixmap = assets.pixmap(name, color, 18 * scale)
+            pixmap.setDevicePixelRatio(scale)
+            result.addPixmap(pixmap, mode)
+    return result
+
+
+class StatusDot(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._color = QColor(COLORS["faint"])
+        self.setFixedSize(10, 10)
+
+    def set_color(self, color: str) -> None:
+        self._color = QColor(color)
+        self.update()
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(self._color)
+        painter.drawEllipse(1, 1, 8, 8)
+
+
+class MainWindow(QMainWindow):
+    files_dropped = Signal(list)  # [Path]
+    close_requested = Signal()  # the window's close button: the coordinator hides or quits
+
+    def __init__(self, pages: dict[str, QWidget]):
+        super().__init__()
+        self.setWindowTitle("Sayso")
+        self.setWindowIcon(assets.app_icon())
+        self.setAcceptDrops(True)
+        self.resize(980, 660)
+        self.setMinimumSize(780, 520)
+        self.pages = pages
+
+        root = QWidget()
+        root.setObjectName("Content")
+        row = QHBoxLayout(root)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+
+        sidebar = QWidget()
+        sidebar.setObjectName("Sidebar")
+        sidebar.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)
+        sidebar.setFixedWidth(212)
+        side = QVBoxLayout(sidebar)
+        side.setContentsMargins(0, 18, 0, 16)
+        side.setSpacing(14)
+        brand = QHBoxLayout()
+        brand.setContentsMargins(20, 0, 20, 4)
+        brand.setSpacing(10)
+        logo = QLabel()
+        logo.setPixmap(assets.app_icon().pixmap(QSize(30, 30)))
+        brand.addWidget(logo)
+        brand.addWidget(label("Sayso", "Brand"))
+        brand.addStretch(1)
+        side.addLayout(brand)
+
+        self.nav = QListWidget()
+        self.nav.setObjectName("Nav")
+        self.nav.setIconSize(QSize(18, 18))
+        self.nav.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.stack = QStackedWidget()
+        for key, title, icon in PAGES:
+            item = QListWidgetItem(_nav_icon(icon), f"  {title}")
+            item.setData(Qt.ItemDataRole.UserRole, key)
+            self.nav.addItem(item)
+            self.stack.addWidget(pages[key])
+        self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        side.addWidget(self.nav, 1)
+
+        status = QHBoxLayout()
+        status.setContentsMargins(20, 0, 16, 0)
+        status.setSpacing(8)
+        self.status_dot = StatusDot()
+        status.addWidget(self.status_dot, 0, Qt.AlignmentFlag.AlignTop)
+        texts = QVBoxLayout()
+        texts.setSpacing(0)
+        self.status_title = label("Starting…")
+        self.status_title.setStyleSheet("font-weight: 600;")
+        self.status_detail = label("", "Faint", wrap=True)
+        texts.addWidget(self.status_title)
+        texts.addWidget(self.status_detail)
+        status.addLayout(texts, 1)
+        side.addLayout(status)
+
+        row.addWidget(sidebar)
+        row.addWidget(self.stack, 1)
+        self.setCentralWidget(root)
+        self.show_page("dictation")
+
+    def show_page(self, key: str) -> None:
+        self.nav.setCurrentRow([k for k, _, _ in PAGES].index(key))
+
+    def current_page(self) -> str:
+        return PAGES[self.nav.currentRow()][0]
+
+    def set_engine_status(self, state: str, title: str, detail: str = "") -> None:
+        """``state``: ready, loading or error (the dot's color)."""
+        self.status_dot.set_color(_STATUS_COLORS[state])
+        self.status_title.setText(title)
+        self.status_detail.setText(detail)
+        self.status_detail.setToolTip(detail)
+
+    # ---- drag and drop ------------------------------------------------------------------------------
+
+    def dragEnterEvent(self, event) -> None:
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+            self.show_page("files")
+            self.pages["files"].set_drop_hover(True)
+
+    def dragLeaveEvent(self, event) -> None:
+        self.pages["files"].set_drop_hover(False)
+
+    def dropEvent(self, event) -> None:
+        self.pages["files"].set_drop_hover(False)
+        paths = [Path(url.toLocalFile()) for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.files_dropped.emit(paths)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        event.ignore()
+        self.close_requested.emit()

@@ -1,0 +1,56 @@
+"""The tray icon: Sayso's state at a glance (indigo idle, red recording, amber transcribing) and a menu.
+
+Desktops without a tray (some Wayland sessions, bare X) simply have none; ``available`` says which.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from app import assets
+
+
+class Tray(QObject):
+    show_window = Signal()
+    toggle_recording = Signal()
+    quit = Signal()
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.available = QSystemTrayIcon.isSystemTrayAvailable()
+        self._icon = QSystemTrayIcon(assets.app_icon())
+        self._icon.setToolTip("Sayso")
+        menu = QMenu()
+        self._record = QAction("Start dictation", menu)
+        self._record.triggered.connect(self.toggle_recording)
+        menu.addAction(self._record)
+        menu.addAction("Open Sayso", self.show_window)
+        menu.addSeparator()
+        menu.addAction("Quit", self.quit)
+        self._menu = menu
+        self._icon.setContextMenu(menu)
+        self._icon.activated.connect(self._activated)
+        if self.available:
+            self._icon.show()
+
+    def set_state(self, state: str, tooltip: str) -> None:
+        """``state``: idle, recording or transcribing."""
+        self._icon.setIcon(assets.app_icon(state))
+        self._icon.setToolTip(f"Sayso: {tooltip}")
+        self._record.setText("Stop dictation" if state == "recording" else "Start dictation")
+
+    def notify(self, title: str, message: str) -> bool:
+        """A desktop notification through the tray; False when there is no tray to show it."""
+        if not (self.available and QSystemTrayIcon.supportsMessages()):
+            return False
+        self._icon.showMessage(title, message, assets.app_icon(), 6000)
+        return True
+
+    def hide(self) -> None:
+        self._icon.hide()
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.show_window.emit()

@@ -1,0 +1,273 @@
+"""Small widgets shared by the pages and the overlay: cards, page headers, the record button, level bars."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from PySide6.QtCore import Property, QEasingCurve, QPropertyAnimation, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import assets
+from app.style import COLORS
+
+
+def format_duration(seconds: float) -> str:
+    """11.2 -> "0:11", 3725 -> "1:02:05"."""
+    total = int(round(max(seconds, 0.0)))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def label(text: str = "", name: str = "", wrap: bool = False) -> QLabel:
+    """A QLabel with an object name (for the style sheet) and optional word wrap."""
+    widget = QLabel(text)
+    if name:
+        widget.setObjectName(name)
+    widget.setWordWrap(wrap)
+    return widget
+
+
+def icon_button(icon: str, tip: str, color: str = COLORS["muted"]) -> QToolButton:
+    button = QToolButton()
+    button.setObjectName("Icon")
+    button.setIcon(assets.icon(icon, color))
+    button.setIconSize(QSize(18, 18))
+    button.setToolTip(tip)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    return button
+
+
+class Card(QFrame):
+    """A white rounded panel; ``body`` is its vertical layout."""
+
+    def __init__(self, title: str = "", parent: QWidget | None = None, spacing: int = 10):
+        super().__init__(parent)
+        self.setObjectName("Card")
+        self.body = QVBoxLayout(self)
+        self.body.setContentsMargins(18, 16, 18, 16)
+        self.body.setSpacing(spacing)
+        self.header = QHBoxLayout()
+        self.header.setSpacing(8)
+        if title:
+            self.title = label(title, "CardTitle")
+            self.header.addWidget(self.title)
+            self.header.addStretch(1)
+            self.body.addLayout(self.header)
+
+
+class PageHeader(QWidget):
+    """A page's title, a muted subtitle under it, and room on the right for actions."""
+
+    def __init__(self, title: str, subtitle: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        texts = QVBoxLayout()
+        texts.setSpacing(2)
+        texts.addWidget(label(title, "PageTitle"))
+        self.subtitle = label(subtitle, "Muted", wrap=True)
+        if subtitle:
+            texts.addWidget(self.subtitle)
+        row.addLayout(texts, 1)
+        self.actions = QHBoxLayout()
+        self.actions.setSpacing(8)
+        row.addLayout(self.actions)
+
+
+class RecordButton(QAbstractButton):
+    """The big round button: indigo with a microphone when idle, red with a stop square while recording.
+
+    While recording a soft ring around it grows with the input level.
+    """
+
+    def __init__(self, diameter: int = 84, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._diameter = diameter
+        self._recording = False
+        self._busy = False
+        self._level = 0.0
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setFixedSize(diameter + 28, diameter + 28)
+        self.setToolTip("Start dictating")
+
+    def set_state(self, recording: bool, busy: bool = False) -> None:
+        self._recording, self._busy = recording, busy
+        self.setToolTip("Stop and transcribe" if recording else "Start dictating")
+        self.update()
+
+    def set_level(self, level: float) -> None:
+        self._level = level
+        if self._recording:
+            self.update()
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        center = QRectF(self.rect()).center()
+        radius = self._diameter / 2
+        base = QColor(COLORS["recording"] if self._recording else COLORS["accent"])
+        if not self.isEnabled():
+            base = QColor("#C7D2FE")
+        elif self.isDown() or (self.underMouse() and not self._recording):
+            base = base.darker(110)
+        if self._recording:
+            halo = QColor(base)
+            halo.setAlphaF(0.18)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(halo)
+            grow = 4 + 10 * self._level
+            painter.drawEllipse(center, radius + grow, radius + grow)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(base)
+        painter.drawEllipse(center, radius, radius)
+        glyph = "stop" if self._recording else "mic"
+        size = int(self._diameter * 0.42)
+        pix = assets.pixmap(glyph, "#FFFFFF", size)
+        painter.drawPixmap(int(center.x() - size / 2), int(center.y() - size / 2), pix)
+        if self._busy:
+            pen = QPen(QColor(COLORS["working"]), 3)
+            pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+            painter.setPen(pen)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawArc(QRectF(center.x() - radius - 6, center.y() - radius - 6, 2 * radius + 12, 2 * radius + 12), 90 * 16, -120 * 16)
+
+    def sizeHint(self) -> QSize:
+        return QSize(self._diameter + 28, self._diameter + 28)
+
+
+class LevelBars(QWidget):
+    """Rounded vertical bars showing the recent input level, newest on the right (a scrolling meter).
+
+    ``push(level)`` adds one reading (0..1); a short attack/decay keeps the motion smooth at 30 Hz.
+    """
+
+    def __init__(self, bars: int = 24, color: str = COLORS["accent"], idle: str = COLORS["border"], parent=None):
+        super().__init__(parent)
+        self._levels: deque[float] = deque([0.0] * bars, maxlen=bars)
+        self._color = QColor(color)
+        self._idle = QColor(idle)
+        self._smoothed = 0.0
+        self.setMinimumHeight(28)
+
+    def set_color(self, color: str) -> None:
+        self._color = QColor(color)
+        self.update()
+
+    def push(self, level: float) -> None:
+        rate = 0.6 if level > self._smoothed else 0.25
+        self._smoothed += rate * (level - self._smoothed)
+        self._levels.append(self._smoothed)
+        self.update()
+
+    def clear(self) -> None:
+        self._levels.extend([0.0] * self._levels.maxlen)
+        self._smoothed = 0.0
+        self.update()
+
+    def levels(self) -> list[float]:
+        return list(self._levels)
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        count = self._levels.maxlen
+        width, height = self.width(), self.height()
+        slot = width / count
+        bar = max(2.0, slot * 0.55)
+        painter.setPen(Qt.PenStyle.NoPen)
+        for i, level in enumerate(self._levels):
+            shown = 0.12 + 0.88 * min(1.0, level)
+            h = max(bar, height * shown)
+            x = i * slot + (slot - bar) / 2
+            painter.setBrush(self._color if level > 0.02 else self._idle)
+            painter.drawRoundedRect(QRectF(x, (height - h) / 2, bar, h), bar / 2, bar / 2)
+
+
+class PulseDot(QWidget):
+    """A small dot that breathes (opacity) while ``running``: the overlay's recording light."""
+
+    def __init__(self, color: str, diameter: int = 10, parent=None):
+        super().__init__(parent)
+        self._color = QColor(color)
+        self._phase = 0.0
+        self.setFixedSize(diameter + 4, diameter + 4)
+        self._animation = QPropertyAnimation(self, b"phase", self)
+        self._animation.setStartValue(0.0)
+        self._animation.setEndValue(1.0)
+        self._animation.setDuration(1200)
+        self._animation.setLoopCount(-1)
+        self._animation.setEasingCurve(QEasingCurve.Type.Linear)
+
+    def set_color(self, color: str) -> None:
+        self._color = QColor(color)
+        self.update()
+
+    def start(self) -> None:
+        self._animation.start()
+
+    def stop(self) -> None:
+        self._animation.stop()
+        self._phase = 0.0
+        self.update()
+
+    def _get_phase(self) -> float:
+        return self._phase
+
+    def _set_phase(self, value: float) -> None:
+        self._phase = value
+        self.update()
+
+    phase = Property(float, _get_phase, _set_phase)
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        color = QColor(self._color)
+        color.setAlphaF(0.55 + 0.45 * (0.5 + 0.5 * math.cos(2 * math.pi * self._phase)))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(color)
+        r = (self.width() - 4) / 2
+        painter.drawEllipse(QRectF(self.rect()).center(), r, r)
+
+
+class NoticeBar(QFrame):
+    """An amber note with an icon, for things the user should know but that aren't errors."""
+
+    closed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("Notice")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 8, 6, 8)
+        row.setSpacing(8)
+        icon = QLabel()
+        icon.setPixmap(assets.pixmap("alert", COLORS["warn_text"], 16))
+        icon.setAlignment(Qt.AlignmentFlag.AlignTop)
+        row.addWidget(icon)
+        self.text = label("", "Notice", wrap=True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row.addWidget(self.text, 1)
+        close = icon_button("close", "Dismiss", COLORS["warn_text"])
+        close.clicked.connect(self.dismiss)
+        row.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+        self.hide()
+
+    def show_text(self, text: str) -> None:
+        self.text.setText(text)
+        self.show()
+
+    def dismiss(self) -> None:
+        self.hide()
+        self.closed.emit()

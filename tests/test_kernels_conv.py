@@ -1,0 +1,76 @@
+"""GPU im2col and depthwise conv1d against the numpy backend, and im2col against a direct conv.
+
+Kernel sizes 3, 9 and 31 (Whisper's stem, Conformer convolution modules), strides 1 and 2,
+'same', causal and no padding, and inputs shorter than the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(4321)
+
+
+@pytest.mark.parametrize(
+    ("t", "c", "kernel", "stride", "pad"),
+    [
+        (1, 4, 3, 1, 1),
+        (3, 5, 3, 2, 1),
+        (50, 6, 3, 1, 1),
+        (50, 6, 3, 2, 1),
+        (50, 3, 9, 1, 4),
+        (50, 3, 9, 2, 0),
+        (3, 2, 31, 1, 15),  # kernel longer than the input: most taps read padding
+        (50, 2, 31, 2, 15),
+    ],
+)
+def test_im2col(gpu_ops, cpu_ops, rng, t, c, kernel, stride, pad):
+    x = rng.standard_normal((t, c)).astype(np.float32)
+    got = gpu_ops.read(gpu_ops.im2col(gpu_ops.tensor(x), kernel, stride, pad))
+    want = cpu_ops.im2col(cpu_ops.tensor(x), kernel, stride, pad)
+    assert got.shape == ((t + 2 * pad - kernel) // stride + 1, c * kernel)
+    np.testing.assert_array_equal(got, want)  # a pure copy: bit-exact
+
+
+def test_im2col_times_flattened_weight_is_conv1d(gpu_ops, rng):
+    # The column order must match a conv weight [C_out, C, k] flattened to [C_out, C*k].
+    t, c, c_out, k, stride, pad = 20, 4, 5, 3, 2, 1
+    x = rng.standard_normal((t, c)).astype(np.float32)
+    w = rng.standard_normal((c_out, c, k)).astype(np.float32)
+    cols = gpu_ops.read(gpu_ops.im2col(gpu_ops.tensor(x), k, stride, pad))
+    padded = np.pad(x, ((pad, pad), (0, 0)))
+    t_out = (t + 2 * pad - k) // stride + 1
+    windows = [padded[s * stride : s * stride + k].T for s in range(t_out)]  # each [C, k]
+    direct = np.array([[np.sum(w[o] * window) for o in range(c_out)] for window in windows])
+    np.testing.assert_allclose(cols @ w.reshape(c_out, c * k).T, direct, **TOL)
+
+
+@pytest.mark.parametrize("t", [1, 3, 50])
+@pytest.mark.parametrize(("c", "k"), [(1, 3), (5, 9), (16, 31)])
+@pytest.mark.parametrize("padding", ["same", "causal", "lookahead"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_depthwise_conv(gpu_ops, cpu_ops, rng, t, c, k, padding, bias):
+    pad_left = {"same": (k - 1) // 2, "causal": k - 1, "lookahead": 0}[padding]
+    x = rng.standard_normal((t, c)).astype(np.float32)
+    w = rng.standard_normal((c, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    b_gpu = None if b is None else gpu_ops.tensor(b)
+    got = gpu_ops.read(gpu_ops.depthwise_conv(gpu_ops.tensor(x), gpu_ops.tensor(w), b_gpu, pad_left))
+    want = cpu_ops.depthwise_conv(x, w, b, pad_left)
+    assert got.shape == (t, c)
+    np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_depthwise_conv_rejects_mismatched_weight(gpu_ops):
+    x = gpu_ops.tensor(np.zeros((4, 3), np.float32))
+    w = gpu_ops.tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="channels"):
+        gpu_ops.depthwise_conv(x, w, None, 1)

@@ -1,0 +1,218 @@
+"""The linear kernels (gemm.wgsl, embed.wgsl, argmax.wgsl, elementwise.wgsl) against the numpy backend.
+
+Shapes are small (lavapipe runs about 2 GFLOP/s) but ragged on purpose: M, N and K off the 64x64x32
+tile, so every bounds check and the weights' zero padding are exercised, for each weight type.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gguf
+import numpy as np
+import pytest
+
+from engine.ops import WeightSource
+
+pytestmark = pytest.mark.gpu
+
+ACTIVATIONS = ["none", "gelu", "silu", "relu", "tanh"]
+KINDS = ["F32", "F16", "Q8_0"]
+# (M, N, K) off the tiles in every direction; Q8_0 rows are whole 32-value blocks.
+SHAPES = {
+    "F32": [(1, 5, 7), (3, 64, 32), (67, 100, 80), (3, 5, 100)],
+    "F16": [(1, 5, 7), (3, 64, 32), (67, 100, 80), (3, 5, 100)],
+    "Q8_0": [(1, 5, 32), (3, 64, 96), (67, 100, 160)],
+}
+
+
+def weight_source(w: np.ndarray, kind: str) -> WeightSource:
+    """A weight as a GGUF file holds it: f32, f16, or Q8_0 blocks quantized by gguf itself."""
+    if kind == "F32":
+        data = w.astype(np.float32)
+    elif kind == "F16":
+        data = w.astype(np.float16)
+    else:
+        data = gguf.quants.quantize(w.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    return WeightSource(f"test.{kind}", kind, w.shape, data)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray) -> None:
+    """f32 results that differ only in summation order: 1e-4 relative, plus an absolute floor for
+    values near zero that came out of sums of large terms."""
+    floor = 1e-5 * max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=floor)
+
+
+def linear_case(gpu_ops, cpu_ops, shape, kind, bias, residual, seed=0):
+    """Random inputs for a linear layer on both backends: (gpu args, cpu args)."""
+    m, n, k = shape
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    source = weight_source(rng.standard_normal((n, k)).astype(np.float32), kind)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    r = rng.standard_normal((m, n)).astype(np.float32) if residual else None
+
+    def on(ops, array):
+        return None if array is None else ops.tensor(array)
+
+    gpu = (gpu_ops.tensor(a), gpu_ops.weight(source), on(gpu_ops, b), on(gpu_ops, r))
+    cpu = (cpu_ops.tensor(a), cpu_ops.weight(source), on(cpu_ops, b), on(cpu_ops, r))
+    return gpu, cpu
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_ragged_shapes(gpu_ops, cpu_ops, kind):
+    for shape in SHAPES[kind]:
+        (a, w, _, _), (a_cpu, w_cpu, _, _) = linear_case(gpu_ops, cpu_ops, shape, kind, False, False)
+        out = gpu_ops.gemm(a, w)
+        assert out.shape == shape[:2]
+        assert_close(gpu_ops.read(out), cpu_ops.gemm(a_cpu, w_cpu))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_gemm_epilogue_bias_activation_residual(gpu_ops, cpu_ops, kind, act):
+    shape = SHAPES[kind][2]
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, shape, kind, True, True)
+    got = gpu_ops.read(gpu_ops.gemm(a, w, b, act, r, alpha=0.5))
+    assert_close(got, cpu_ops.gemm(a_cpu, w_cpu, b_cpu, act, r_cpu, alpha=0.5))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_bias_and_gelu_without_residual(gpu_ops, cpu_ops, kind):
+    # The first half of an FFN: bias and activation, nothing added back.
+    (a, w, b, _), (a_cpu, w_cpu, b_cpu, _) = linear_case(gpu_ops, cpu_ops, SHAPES[kind][2], kind, True, False)
+    assert_close(gpu_ops.read(gpu_ops.gemm(a, w, b, "gelu")), cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "gelu"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_residual_without_bias(gpu_ops, cpu_ops, kind):
+    # Attention's output projection in models without biases: c = residual + a·Wᵀ.
+    (a, w, _, r), (a_cpu, w_cpu, _, r_cpu) = linear_case(gpu_ops, cpu_ops, SHAPES[kind][1], kind, False, True)
+    assert_close(gpu_ops.read(gpu_ops.gemm(a, w, residual=r)), cpu_ops.gemm(a_cpu, w_cpu, residual=r_cpu))
+
+
+def exact_activation(x: np.ndarray, act: str) -> np.ndarray:
+    """The activations in float64 from their definitions (GELU through erfc, so its negative tail
+    does not cancel), as the reference that the float32 kernels must approach."""
+    x = x.astype(np.float64)
+    if act == "gelu":
+        return 0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2.0))
+    if act == "silu":
+        return x / (1.0 + np.exp(-x))
+    if act == "relu":
+        return np.maximum(x, 0.0)
+    if act == "tanh":
+        return np.tanh(x)
+    return x
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_activations_are_accurate_over_their_range(gpu_ops, act):
+    # Through a 1x1 identity weight the GEMM returns act(x) itself, so the tails of GELU (erf
+    # approximated in WGSL) and tanh (clamped) are compared value by value, not lost in a sum.
+    x = np.linspace(-12.0, 12.0, 193, dtype=np.float32)[:, None]
+    identity = gpu_ops.weight(WeightSource("identity", "F32", (1, 1), np.ones((1, 1), np.float32)))
+    got = gpu_ops.read(gpu_ops.gemm(gpu_ops.tensor(x), identity, act=act))
+    np.testing.assert_allclose(got, exact_activation(x, act), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemv_ragged_shapes(gpu_ops, cpu_ops, kind):
+    # K up to 600 so that each of a row's 32 threads takes more than one step.
+    ks = [7, 100, 600] if kind != "Q8_0" else [32, 96, 608]
+    for n, k in zip([5, 64, 100], ks):
+        (a, w, _, _), (a_cpu, w_cpu, _, _) = linear_case(gpu_ops, cpu_ops, (1, n, k), kind, False, False)
+        out = gpu_ops.gemv(a, w)
+        assert out.shape == (1, n)
+        assert_close(gpu_ops.read(out), cpu_ops.gemv(a_cpu, w_cpu))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_gemv_epilogue_bias_activation_residual(gpu_ops, cpu_ops, kind, act):
+    shape = (1, 100, 160)
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, shape, kind, True, True)
+    got = gpu_ops.read(gpu_ops.gemv(a, w, b, act, r, alpha=0.5))
+    assert_close(got, cpu_ops.gemv(a_cpu, w_cpu, b_cpu, act, r_cpu, alpha=0.5))
+
+
+def test_linear_rejects_mismatched_shapes(gpu_ops):
+    a = gpu_ops.tensor(np.zeros((3, 7), np.float32))
+    w = gpu_ops.weight(weight_source(np.zeros((5, 7), np.float32), "F32"))
+    with pytest.raises(ValueError, match="does not fit"):
+        gpu_ops.gemm(gpu_ops.tensor(np.zeros((3, 8), np.float32)), w)
+    with pytest.raises(ValueError, match="bias"):
+        gpu_ops.gemm(a, w, bias=gpu_ops.tensor(np.zeros(4, np.float32)))
+    with pytest.raises(ValueError, match="residual"):
+        gpu_ops.gemm(a, w, residual=gpu_ops.tensor(np.zeros((3, 4), np.float32)))
+    with pytest.raises(ValueError, match="one row"):
+        gpu_ops.gemv(a, w)
+
+
+def test_add(gpu_ops, cpu_ops):
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((2, 67, 33)).astype(np.float32)
+    got = gpu_ops.read(gpu_ops.add(gpu_ops.tensor(x), gpu_ops.tensor(y)))
+    np.testing.assert_array_equal(got, cpu_ops.add(x, y))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_embed_with_and_without_positions(gpu_ops, cpu_ops, kind):
+    rng = np.random.default_rng(2)
+    vocab, width = 50, 64 if kind == "Q8_0" else 40
+    source = weight_source(rng.standard_normal((vocab, width)).astype(np.float32), kind)
+    positions = rng.standard_normal((20, width)).astype(np.float32)
+    ids = np.array([0, 49, 7, 7, 31], np.uint32)
+    table, table_cpu = gpu_ops.weight(source), cpu_ops.weight(source)
+    for pos, pos0 in [(positions, 0), (positions, 15), (None, 0)]:
+        got = gpu_ops.read(gpu_ops.embed(gpu_ops.ids(ids), table, None if pos is None else gpu_ops.tensor(pos), pos0))
+        want = cpu_ops.embed(cpu_ops.ids(ids), table_cpu, pos, pos0)
+        np.testing.assert_array_equal(got, want)  # one addition per value: no rounding to differ
+
+
+def test_embed_rejects_positions_too_short(gpu_ops):
+    source = weight_source(np.zeros((10, 8), np.float32), "F32")
+    with pytest.raises(ValueError, match="positions"):
+        gpu_ops.embed(gpu_ops.ids(np.arange(4)), gpu_ops.weight(source), gpu_ops.tensor(np.zeros((5, 8))), 2)
+
+
+def test_argmax_takes_the_first_index_on_ties(gpu_ops, cpu_ops):
+    rng = np.random.default_rng(3)
+    for n in [1, 5, 300, 1000]:
+        x = rng.integers(-3, 4, size=(4, n)).astype(np.float32)  # few distinct values: many ties
+        x[1] = -np.inf  # a row with nothing above -inf still names its first index
+        x[2, -1] = 10.0  # the largest value is the last one
+        out = gpu_ops.argmax(gpu_ops.tensor(x))
+        assert out.shape == (4,) and out.dtype == np.uint32
+        np.testing.assert_array_equal(gpu_ops.read(out), cpu_ops.argmax(x))
+
+
+def test_argmax_of_many_rows_spreads_the_grid(gpu_ops, cpu_ops):
+    # More rows than one grid dimension holds (65535) take the grid's second dimension.
+    x = np.random.default_rng(4).standard_normal((65600, 3)).astype(np.float32)
+    np.testing.assert_array_equal(gpu_ops.read(gpu_ops.argmax(gpu_ops.tensor(x))), cpu_ops.argmax(x))
+
+
+def test_repeated_decoder_step_creates_no_new_bind_groups(gpu_ops):
+    # A decoder step's sequence (embed, GEMV with epilogues, GEMM, add, argmax) run again must
+    # reuse every bind group: the pool hands back the same buffers in the same order.
+    rng = np.random.default_rng(5)
+    table = gpu_ops.weight(weight_source(rng.standard_normal((40, 64)).astype(np.float32), "Q8_0"))
+    w1 = gpu_ops.weight(weight_source(rng.standard_normal((96, 64)).astype(np.float32), "F16"))
+    w2 = gpu_ops.weight(weight_source(rng.standard_normal((64, 96)).astype(np.float32), "Q8_0"))
+    b1 = gpu_ops.tensor(rng.standard_normal(96).astype(np.float32))
+    positions = gpu_ops.tensor(rng.standard_normal((8, 64)).astype(np.float32))
+    ids = gpu_ops.ids(np.array([3], np.uint32))
+
+    def step():
+        x = gpu_ops.embed(ids, table, positions, 2)
+        h = gpu_ops.gemv(x, w1, b1, "gelu")
+        x = gpu_ops.add(gpu_ops.gemv(h, w2, residual=x, alpha=0.5), x)
+        return gpu_ops.read(gpu_ops.argmax(gpu_ops.gemm(x, table)))
+
+    first = step()
+    created = gpu_ops.recorder.stats["bind_groups_created"]
+    np.testing.assert_array_equal(step(), first)
+    assert gpu_ops.recorder.stats["bind_groups_created"] == created, "the pool handed out buffers in another order"

@@ -1,0 +1,194 @@
+"""NumpyOps against naive loops written straight from the docstrings of engine/ops.py.
+
+The numpy backend is the oracle of the GPU kernel tests, so here it is checked against the plainest
+possible code: Python loops over indices, math.erf, and gguf's own Q8_0 quantizer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType
+from gguf.quants import dequantize as gguf_dequantize
+from gguf.quants import quantize as gguf_quantize
+
+from engine.cpu.ops import NumpyOps
+from engine.ops import WeightSource
+
+ops = NumpyOps()
+rng = np.random.default_rng(1234)
+
+
+def randn(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def naive_gelu(x: float) -> float:
+    return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def test_weight_dequantizes_q8_0_f16_f32_like_gguf():
+    values = randn(8, 64)
+    blocks = gguf_quantize(values, GGMLQuantizationType.Q8_0)  # uint8 [8, 64/32*34]
+    q8 = ops.weight(WeightSource("w", "Q8_0", (8, 64), blocks))
+    np.testing.assert_array_equal(q8, gguf_dequantize(blocks, GGMLQuantizationType.Q8_0))
+    assert q8.dtype == np.float32 and np.abs(q8 - values).max() < 0.02
+    np.testing.assert_array_equal(ops.weight(WeightSource("w", "F16", (8, 64), values.astype(np.float16))),
+                                  values.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(ops.weight(WeightSource("w", "F32", (8, 64), values)), values)
+
+
+def test_gelu_is_exact_erf_form():
+    x = np.linspace(-12, 12, 20001, dtype=np.float32)
+    got = ops.gemm(x[:, None], np.ones((1, 1), np.float32), act="gelu")[:, 0]
+    want = np.array([naive_gelu(float(v)) for v in x])
+    assert (np.abs(got - want) <= 1e-6 * np.maximum(1.0, np.abs(want))).all()
+
+
+@pytest.mark.parametrize("act", ["none", "gelu", "silu", "relu", "tanh"])
+def test_gemm_and_gemv_epilogues(act):
+    functions = {"none": lambda v: v, "gelu": naive_gelu, "silu": lambda v: v / (1 + math.exp(-v)),
+                 "relu": lambda v: max(v, 0.0), "tanh": math.tanh}
+    a, w, bias, residual = randn(5, 7), randn(3, 7), randn(3), randn(5, 3)
+    want = np.zeros((5, 3))
+    for m in range(5):
+        for n in range(3):
+            dot = sum(float(a[m, k]) * float(w[n, k]) for k in range(7)) + float(bias[n])
+            want[m, n] = residual[m, n] + 0.5 * functions[act](dot)
+    np.testing.assert_allclose(ops.gemm(a, w, bias, act, residual, alpha=0.5), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.gemv(a[:1], w, bias, act, residual[:1], alpha=0.5), want[:1], rtol=1e-5, atol=1e-5)
+
+
+def test_embed_adds_positions_at_pos0():
+    table, positions = randn(10, 4), randn(8, 4)
+    out = ops.embed(ops.ids(np.array([3, 0, 9])), table, positions, pos0=2)
+    np.testing.assert_array_equal(out, np.stack([table[3] + positions[2], table[0] + positions[3], table[9] + positions[4]]))
+
+
+def test_norms_softmax_and_gates():
+    x, w, b = randn(6, 8), randn(8), randn(8)
+    for row in range(6):
+        mean = sum(x[row]) / 8
+        var = sum((v - mean) ** 2 for v in x[row]) / 8
+        want = [(x[row, d] - mean) / math.sqrt(var + 1e-5) * w[d] + b[d] for d in range(8)]
+        np.testing.assert_allclose(ops.layer_norm(x, w, b)[row], want, rtol=1e-5, atol=1e-5)
+
+    out = ops.group_norm(x, 2, w, b)
+    for g in range(2):
+        cols = range(g * 4, g * 4 + 4)
+        values = [x[t, c] for t in range(6) for c in cols]
+        mean = sum(values) / len(values)
+        var = sum((v - mean) ** 2 for v in values) / len(values)
+        for t in range(6):
+            for c in cols:
+                assert out[t, c] == pytest.approx((x[t, c] - mean) / math.sqrt(var + 1e-5) * w[c] + b[c], abs=1e-5)
+
+    big = x * 100  # exp would overflow without the max shift
+    soft = ops.softmax(big)
+    assert np.isfinite(soft).all()
+    np.testing.assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(ops.glu(x), x[:, :4] / (1 + np.exp(-x[:, 4:])), rtol=1e-5)
+    np.testing.assert_allclose(ops.swiglu(x), x[:, :4] * x[:, 4:] / (1 + np.exp(-x[:, 4:])), rtol=1e-5)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_im2col_gemm_is_conv1d(stride):
+    t, c_in, c_out, k, pad = 9, 3, 4, 3, 1
+    x, w, bias = randn(t, c_in), randn(c_out, c_in, k), randn(c_out)
+    got = ops.gemm(ops.im2col(x, k, stride, pad), w.reshape(c_out, c_in * k), bias)
+    t_out = (t + 2 * pad - k) // stride + 1
+    assert got.shape == (t_out, c_out)
+    for to in range(t_out):
+        for o in range(c_out):
+            acc = float(bias[o])
+            for ci in range(c_in):
+                for j in range(k):
+                    src = to * stride + j - pad
+                    if 0 <= src < t:
+                        acc += float(w[o, ci, j]) * float(x[src, ci])
+            assert got[to, o] == pytest.approx(acc, abs=1e-5)
+
+
+@pytest.mark.parametrize("pad_left", [1, 2])  # 'same' and causal for k = 3
+def test_depthwise_conv(pad_left):
+    x, w, b = randn(7, 3), randn(3, 3), randn(3)
+    out = ops.depthwise_conv(x, w, b, pad_left)
+    for t in range(7):
+        for c in range(3):
+            want = b[c] + sum(w[c, j] * x[t + j - pad_left, c] for j in range(3) if 0 <= t + j - pad_left < 7)
+            assert out[t, c] == pytest.approx(want, abs=1e-5)
+
+
+def naive_attention(q, k, v, n_heads, causal, rel=None):
+    tq, tk, dh = q.shape[0], k.shape[0], q.shape[1] // n_heads
+    out = np.zeros(q.shape)
+    for h in range(n_heads):
+        cols = slice(h * dh, (h + 1) * dh)
+        for i in range(tq):
+            visible = [j for j in range(tk) if not causal or j <= i + (tk - tq)]
+            scores = []
+            for j in visible:
+                s = float(np.dot(q[i, cols].astype(np.float64), k[j, cols])) / math.sqrt(dh)
+                if rel is not None:
+                    s += rel[h, i, (tq - 1) + j - i]
+                scores.append(s)
+            top = max(scores)
+            weights = [math.exp(s - top) for s in scores]
+            total = sum(weights)
+            for weight, j in zip(weights, visible):
+                out[i, cols] += weight / total * v[j, cols]
+    return out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_relative_positions(causal):
+    tq, tk, heads = 3, 5, 2
+    q, k, v = randn(tq, 8), randn(tk, 8), randn(tk, 8)
+    rel = randn(heads, tq, tq + tk - 1)
+    np.testing.assert_allclose(ops.attention(q, k, v, heads, causal=causal), naive_attention(q, k, v, heads, causal),
+                               atol=1e-5)
+    np.testing.assert_allclose(ops.attention(q, k, v, heads, causal=causal, rel=rel),
+                               naive_attention(q, k, v, heads, causal, rel), atol=1e-5)
+
+
+def test_kv_cache_prefill_then_step_stores_float16():
+    heads, dh = 2, 4
+    cache = ops.kv_cache(heads, dh, capacity=6)
+    k, v, q = randn(5, 8) * 3, randn(5, 8) * 3, randn(5, 8)
+    ops.kv_pack(cache, k[:4], v[:4], 0)  # a 4-token prefill ...
+    ops.kv_pack(cache, k[4:], v[4:], 4)  # ... then one step
+    k16, v16 = k.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(ops.attend(q[:4], cache, 4, causal=True), naive_attention(q[:4], k16[:4], v16[:4], heads, True),
+                               atol=1e-5)
+    np.testing.assert_allclose(ops.attend(q[4:], cache, 5), naive_attention(q[4:], k16, v16, heads, False), atol=1e-5)
+    np.testing.assert_allclose(ops.attend(q, cache, 5, causal=False), naive_attention(q, k16, v16, heads, False), atol=1e-5)
+    with pytest.raises(ValueError):
+        ops.kv_pack(cache, k[:2], v[:2], 5)
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_rotary(interleaved):
+    t, heads, dh, rot_dim, base, pos0 = 3, 2, 6, 4, 100.0, 5
+    x = randn(t, heads * dh)
+    out = ops.rotary(x, heads, rot_dim, base, pos0, interleaved)
+    for row in range(t):
+        for h in range(heads):
+            head = x[row, h * dh : (h + 1) * dh].astype(np.float64)
+            want = head.copy()
+            for i in range(rot_dim // 2):
+                a, b = (2 * i, 2 * i + 1) if interleaved else (i, i + rot_dim // 2)
+                angle = (pos0 + row) * base ** (-2 * i / rot_dim)
+                want[a] = head[a] * math.cos(angle) - head[b] * math.sin(angle)
+                want[b] = head[a] * math.sin(angle) + head[b] * math.cos(angle)
+            np.testing.assert_allclose(out[row, h * dh : (h + 1) * dh], want, atol=1e-5)
+
+
+def test_argmax_takes_first_on_ties_and_read_copies():
+    x = np.array([[1.0, 3.0, 3.0], [7.0, 7.0, 0.0]], np.float32)
+    ids = ops.argmax(x)
+    assert ids.dtype == np.uint32 and ids.tolist() == [1, 0]
+    copy = ops.read(x)
+    copy[0, 0] = 99
+    assert x[0, 0] == 1.0
