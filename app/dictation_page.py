@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
-from app import assets
 from app.style import COLORS
-from app.widgets import Card, LevelBars, NoticeBar, PageHeader, RecordButton, label
+from app.widgets import Card, LevelBars, NoticeBar, PageHeader, RecordButton, icon_button, label
 
 # state -> (title, color of the level bars)
 STATES = {
@@ -56,21 +55,16 @@ class DictationPage(QWidget):
         status.body.addLayout(row)
         column.addWidget(status)
 
-        last = Card("Last dictation")
-        self.copy = QPushButton(assets.icon("copy", COLORS["muted"], 16), "Copy")
-        self.copy.clicked.connect(self._copy)
-        self.copy.setEnabled(False)
-        last.header.addWidget(self.copy)
-        self.text = QPlainTextEdit()
-        self.text.setReadOnly(True)
-        self.text.setPlaceholderText("What you dictate appears here too, and stays in History.")
-        self.text.setMinimumHeight(90)
-        last.body.addWidget(self.text, 1)
+        recent = Card("Recent dictations")
         self.kept = NoticeBar()
-        last.body.addWidget(self.kept)
-        self.meta = label("", "Faint")
-        last.body.addWidget(self.meta)
-        column.addWidget(last, 1)
+        recent.body.addWidget(self.kept)
+        self.recent = QVBoxLayout()
+        self.recent.setSpacing(0)
+        recent.body.addLayout(self.recent)
+        self.empty = label("Nothing dictated yet. Your words show up here and in History.", "Muted", wrap=True)
+        recent.body.addWidget(self.empty)
+        column.addWidget(recent)
+        column.addStretch(1)
         self.set_state("loading", "")
 
     def set_hint(self, text: str) -> None:
@@ -91,14 +85,44 @@ class DictationPage(QWidget):
         self.bars.push(level)
         self.record.set_level(level)
 
-    def show_result(self, text: str, meta: str, kept_message: str = "") -> None:
-        self.text.setPlainText(text)
-        self.copy.setEnabled(bool(text))
-        self.meta.setText(meta)
+    def show_recent(self, items: list[tuple[str, str]], kept_message: str = "") -> None:
+        """The latest dictations as (text, meta), newest first; ``kept_message`` explains an undelivered one."""
+        while self.recent.count():
+            self.recent.takeAt(0).widget().deleteLater()
+        for i, (text, meta) in enumerate(items):
+            self.recent.addWidget(RecentRow(text, meta, first=i == 0))
+        self.empty.setVisible(not items)
         if kept_message:
             self.kept.show_text(kept_message)
         else:
             self.kept.hide()
 
-    def _copy(self) -> None:
-        QGuiApplication.clipboard().setText(self.text.toPlainText())
+    def recent_texts(self) -> list[str]:
+        return [self.recent.itemAt(i).widget().text for i in range(self.recent.count())]
+
+
+class RecentRow(QWidget):
+    """One past dictation: its text (selectable), when and how long, and a copy button."""
+
+    def __init__(self, text: str, meta: str, first: bool):
+        super().__init__()
+        self.text = text
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 10, 0, 10)
+        row.setSpacing(12)
+        column = QVBoxLayout()
+        column.setSpacing(3)
+        body = label(text or "(no speech)", "" if text else "Faint", wrap=True)
+        body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        if first:
+            body.setStyleSheet("font-size: 11pt;")
+        column.addWidget(body)
+        column.addWidget(label(meta, "Faint"))
+        row.addLayout(column, 1)
+        copy = icon_button("copy", "Copy")
+        copy.setEnabled(bool(text))
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(text))
+        row.addWidget(copy, 0, Qt.AlignmentFlag.AlignTop)
+        if not first:
+            self.setStyleSheet(f"RecentRow {{ border-top: 1px solid {COLORS['border']}; }}")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)

@@ -100,7 +100,7 @@ def _default_factory(path: Path, device: str):
 def _resolve_model(model: str, on_progress: Callable) -> Path:
     from engine import models
 
-    return models.resolve(model) if model else models.default_model(progress=on_progress)
+    return models.resolve(model, on_progress) if model else models.default_model(on_progress)
 
 
 class EngineWorker(QObject):
@@ -162,11 +162,9 @@ class EngineWorker(QObject):
         self._engine, self._engine_path, self._load_error = None, None, message
         self.load_failed.emit(message)
 
-    def _on_model_progress(self, *args) -> None:
-        """default_model's progress: any mix of a message and a fraction."""
-        text = next((a for a in args if isinstance(a, str)), "Preparing the default model (first start only)")
-        fraction = next((a for a in args if isinstance(a, float)), None)
-        self.loading.emit(f"{text} {fraction:.0%}" if fraction is not None else f"{text}…")
+    def _on_model_progress(self, fraction: float, message: str) -> None:
+        """Progress of a model's first-time download and conversion."""
+        self.loading.emit(f"{message} {fraction:.0%}" if message else f"Preparing the model… {fraction:.0%}")
 
     def _engine_for(self, job: Job):
         """The session's engine, or a second one for a job that names another model."""
@@ -220,16 +218,13 @@ class EngineWorker(QObject):
                 last[0] = fraction
                 self.progress.emit(job.id, float(fraction))
 
+        options = dict(language=job.language, prompt=job.prompt, progress=on_progress, cancel=job.cancel)
         try:
             engine = self._engine_for(job)
-            pcm = job.pcm
-            if pcm is None:
-                from engine.audio import load_audio
-
-                pcm = load_audio(job.path)
-            transcript = engine.transcribe(
-                pcm, language=job.language, prompt=job.prompt, progress=on_progress, cancel=job.cancel
-            )
+            if job.pcm is not None:
+                transcript = engine.transcribe(job.pcm, **options)
+            else:  # decoded as a stream on this thread, so a long video never sits in memory whole
+                transcript = engine.transcribe_file(job.path, **options)
         except Exception as error:
             if job.cancel.is_set():
                 self.cancelled.emit(job.id)

@@ -10,6 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -120,11 +121,11 @@ class HistoryPage(QWidget):
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         detail.body.addWidget(self.text, 1)
+        detail.body.addWidget(label("Transcribe the recording again", "Muted"))
         rerun = QHBoxLayout()
         rerun.setSpacing(8)
-        rerun.addWidget(label("Transcribe again with", "Muted"))
         self.model = QComboBox()
-        self.model.setMinimumWidth(200)
+        self.model.setToolTip("The model to use")
         rerun.addWidget(self.model, 1)
         self.rerun_button = QPushButton(assets.icon("redo", COLORS["muted"], 16), "Transcribe")
         self.rerun_button.setIconSize(QSize(16, 16))
@@ -135,7 +136,23 @@ class HistoryPage(QWidget):
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
         splitter.setSizes([300, 460])
+        self.splitter = splitter
         column.addWidget(splitter, 1)
+        self.empty = Card()
+        self.empty.body.addStretch(1)
+        icon = QLabel()
+        icon.setPixmap(assets.pixmap("history", COLORS["faint"], 40))
+        icon.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.body.addWidget(icon)
+        self.empty_title = label("No dictations yet", "CardTitle")
+        self.empty_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.body.addWidget(self.empty_title)
+        self.empty_hint = label("Everything you dictate is kept here with its recording.", "Muted")
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.body.addWidget(self.empty_hint)
+        self.empty.body.addStretch(1)
+        column.addWidget(self.empty, 1)
+        self.refresh_models()
 
         client.finished.connect(self._on_finished)
         client.failed.connect(self._on_failed)
@@ -161,12 +178,21 @@ class HistoryPage(QWidget):
         if self.list.currentItem() is None and self.list.count():
             self.list.setCurrentRow(0)
         self.list.blockSignals(False)
+        searching = bool(self.search.text().strip())
+        self.splitter.setVisible(self.list.count() > 0)
+        self.empty.setVisible(self.list.count() == 0)
+        self.empty_title.setText("Nothing found" if searching else "No dictations yet")
+        self.empty_hint.setText(
+            "No dictation contains that text." if searching else "Everything you dictate is kept here with its recording."
+        )
         self._show_selected()
 
     def refresh_models(self) -> None:
         self.model.clear()
         for text, value in available_models():
             self.model.addItem(text, value)
+        current = self.model.findData(self._settings().model)
+        self.model.setCurrentIndex(max(current, 0))
 
     def selected_id(self) -> int | None:
         item = self.list.currentItem()
@@ -177,7 +203,7 @@ class HistoryPage(QWidget):
         for widget in (self.copy_button, self.delete_button, self.rerun_button, self.model):
             widget.setEnabled(entry is not None)
         if entry is None:
-            self.title.setText("No dictations yet" if not self.search.text() else "Nothing found")
+            self.title.setText("")
             self.text.setPlainText("")
             self.error.hide()
             return
@@ -189,8 +215,6 @@ class HistoryPage(QWidget):
         self.rerun_button.setEnabled(not busy)
         self.rerun_button.setText("Transcribing…" if busy else "Transcribe")
         self.copy_button.setEnabled(bool(entry.text))
-        if self.model.count() == 0:
-            self.refresh_models()
 
     # ---- actions ------------------------------------------------------------------------------------
 

@@ -101,6 +101,7 @@ class MainWindow(QMainWindow):
         for key, title, icon in PAGES:
             item = QListWidgetItem(_nav_icon(icon), f"  {title}")
             item.setData(Qt.ItemDataRole.UserRole, key)
+            item.setSizeHint(QSize(0, 40))
             self.nav.addItem(item)
             self.stack.addWidget(pages[key])
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
@@ -136,6 +137,8 @@ class MainWindow(QMainWindow):
         """``state``: ready, loading or error (the dot's color)."""
         self.status_dot.set_color(_STATUS_COLORS[state])
         self.status_title.setText(title)
+        if detail.startswith(f"{title} on "):  # the engine's description repeats the model name
+            detail = "Runs on " + detail.removeprefix(f"{title} on ")
         self.status_detail.setText(detail)
         self.status_detail.setToolTip(detail)
 

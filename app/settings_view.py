@@ -48,14 +48,14 @@ _MODIFIER_KEYS = {
 
 
 def available_models() -> list[tuple[str, str]]:
-    """(label, value) of the models to choose from: the default, then the .gguf files in the models folder."""
-    from engine.models import models_dir
+    """(label, value) of the models to choose from: the default, then the others the engine knows."""
+    from engine import models
 
     choices = [(DEFAULT_MODEL_LABEL, "")]
-    try:
-        choices += [(p.stem, str(p)) for p in sorted(Path(models_dir()).glob("*.gguf"))]
-    except OSError:
-        pass
+    for name in models.available():
+        if name != models.DEFAULT_MODEL:
+            fetched = models.model_path(name).is_file()
+            choices.append((name if fetched else f"{name} (downloaded when chosen)", name))
     return choices
 
 
@@ -230,7 +230,7 @@ class SettingsPage(QWidget):
         card = Card("Speech model")
         self.model = QComboBox()
         self.model.activated.connect(self._model_activated)
-        card.body.addWidget(_row("Model", "GGUF models in transcribe.cpp's layout.", self.model))
+        card.body.addWidget(_row("Model", "Larger models are more accurate and slower. New ones are fetched and converted once.", self.model))
         self.device = QComboBox()
         for value, text in (("auto", "Automatic"), ("gpu", "GPU"), ("cpu", "CPU")):
             self.device.addItem(text, value)

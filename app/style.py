@@ -38,7 +38,7 @@ QMainWindow, QWidget#Content, QScrollArea#Page, QWidget#PageBody { background: %
 QWidget#Sidebar { background: %(card)s; border-right: 1px solid %(border)s; }
 QLabel#Brand { font-size: 15pt; font-weight: 600; }
 QListWidget#Nav { background: transparent; border: none; outline: 0; }
-QListWidget#Nav::item { height: 40px; padding-left: 8px; border-radius: 8px; margin: 1px 10px; color: #374151; }
+QListWidget#Nav::item { padding-left: 8px; border-radius: 8px; margin: 1px 10px; color: #374151; }
 QListWidget#Nav::item:selected { background: %(accent_soft)s; color: %(accent_text)s; }
 QListWidget#Nav::item:hover:!selected { background: #F3F4F6; }
 QFrame#Card { background: %(card)s; border: 1px solid %(border)s; border-radius: 12px; }

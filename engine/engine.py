@@ -34,7 +34,8 @@ class Engine:
     """A model loaded on a backend. Not thread-safe: one thread (the app's engine thread) owns it."""
 
     def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto", notify: Callable[[str], None] | None = None):
-        path = models.resolve(model) if model else models.default_model(notify=notify)
+        progress = (lambda fraction, message: notify(message)) if notify else None
+        path = models.resolve(model, progress) if model else models.default_model(progress)
         self.model_file = ModelFile(path)
         self.ops = make_ops(device)
         self.transcriber = families.load(self.model_file, self.ops)

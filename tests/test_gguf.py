@@ -182,7 +182,8 @@ def test_wrong_magic_and_garbage(tmp_path, small_file):
     expect_model_file_error(write_bytes(tmp_path, "magic.gguf", b"GGML" + data[4:]), "not a GGUF file")
     garbage = np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes()
     expect_model_file_error(write_bytes(tmp_path, "garbage.gguf", garbage), "not a GGUF file")
-    expect_model_file_error(write_bytes(tmp_path, "text.gguf", b"this is a text file, not a model\n"), "not a GGUF file")
+    text = write_bytes(tmp_path, "text.gguf", b"this is a text file, not a model\n")
+    expect_model_file_error(text, "not a GGUF file")
     version = data[:4] + struct.pack("<I", 99) + data[8:]
     expect_model_file_error(write_bytes(tmp_path, "version.gguf", version), "version 99")
 
@@ -238,7 +239,8 @@ def test_bad_tensor_infos(tmp_path, small_file):
         return data[:offset] + value + data[offset + len(value) :]
 
     type_at, offset_at = fc + 4 + 2 * 8, fc + 4 + 2 * 8 + 4
-    expect_model_file_error(write_bytes(tmp_path, "type.gguf", patched(type_at, struct.pack("<I", 77))), "unknown ggml type id 77")
+    bad_type = patched(type_at, struct.pack("<I", 77))
+    expect_model_file_error(write_bytes(tmp_path, "type.gguf", bad_type), "unknown ggml type id 77")
     big_dim = patched(fc + 4 + 8, struct.pack("<Q", 10**9))
     expect_model_file_error(write_bytes(tmp_path, "dim.gguf", big_dim), "truncated")
     row = patched(fc + 4, struct.pack("<Q", 48))  # a Q8_0 row of 48 values

@@ -64,7 +64,8 @@ def test_gemm_and_gemv_epilogues(act):
 def test_embed_adds_positions_at_pos0():
     table, positions = randn(10, 4), randn(8, 4)
     out = ops.embed(ops.ids(np.array([3, 0, 9])), table, positions, pos0=2)
-    np.testing.assert_array_equal(out, np.stack([table[3] + positions[2], table[0] + positions[3], table[9] + positions[4]]))
+    want = np.stack([table[3] + positions[2], table[0] + positions[3], table[9] + positions[4]])
+    np.testing.assert_array_equal(out, want)
 
 
 def test_norms_softmax_and_gates():
@@ -160,10 +161,12 @@ def test_kv_cache_prefill_then_step_stores_float16():
     ops.kv_pack(cache, k[:4], v[:4], 0)  # a 4-token prefill ...
     ops.kv_pack(cache, k[4:], v[4:], 4)  # ... then one step
     k16, v16 = k.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)
-    np.testing.assert_allclose(ops.attend(q[:4], cache, 4, causal=True), naive_attention(q[:4], k16[:4], v16[:4], heads, True),
-                               atol=1e-5)
-    np.testing.assert_allclose(ops.attend(q[4:], cache, 5), naive_attention(q[4:], k16, v16, heads, False), atol=1e-5)
-    np.testing.assert_allclose(ops.attend(q, cache, 5, causal=False), naive_attention(q, k16, v16, heads, False), atol=1e-5)
+    prefill = naive_attention(q[:4], k16[:4], v16[:4], heads, True)
+    np.testing.assert_allclose(ops.attend(q[:4], cache, 4, causal=True), prefill, atol=1e-5)
+    step = naive_attention(q[4:], k16, v16, heads, False)
+    np.testing.assert_allclose(ops.attend(q[4:], cache, 5), step, atol=1e-5)
+    cross = naive_attention(q, k16, v16, heads, False)
+    np.testing.assert_allclose(ops.attend(q, cache, 5, causal=False), cross, atol=1e-5)
     with pytest.raises(ValueError):
         ops.kv_pack(cache, k[:2], v[:2], 5)
 

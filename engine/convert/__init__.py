@@ -43,7 +43,8 @@ def convert(
     else:
         raise ModelFileError(
             src,
-            "is neither a CTranslate2 model (model.bin) nor a transformers checkpoint (config.json + model.safetensors)",
+            "is neither a CTranslate2 model (model.bin) "
+            "nor a transformers checkpoint (config.json + model.safetensors)",
             "Point to the folder that holds those files.",
         )
     return write_whisper_gguf(source, out, type, variant, progress)

@@ -145,13 +145,18 @@ def read_ct2_whisper(model_dir: Path) -> WhisperSource:
         linear(f"{src}/ffn/linear_0", f"{dst}.ffn.fc1")
         linear(f"{src}/ffn/linear_1", f"{dst}.ffn.fc2")
 
+    def scalar(name: str, default: int | None = None) -> int:
+        if name not in variables and default is None:
+            raise ModelFileError(model_dir / "model.bin", f"has no variable {name}")
+        return int(variables.get(name, default))
+
     return WhisperSource(
         path=model_dir,
         tensors=tensors,
-        encoder_heads=int(variables["encoder/num_heads"]),
-        decoder_heads=int(variables["decoder/num_heads"]),
-        scale_embedding=bool(variables.get("decoder/scale_embeddings", 0)),
-        activation=_ACTIVATIONS.get(int(variables.get("decoder/activation", 3)), "unknown"),
+        encoder_heads=scalar("encoder/num_heads"),
+        decoder_heads=scalar("decoder/num_heads"),
+        scale_embedding=bool(scalar("decoder/scale_embeddings", 0)),
+        activation=_ACTIVATIONS.get(scalar("decoder/activation", 3), "unknown"),
         vocabulary=read_vocabulary(model_dir, tensors["dec.token_embd.weight"].shape[0]),
         suppress_tokens=[int(t) for t in config.get("suppress_ids", [])],
         begin_suppress_tokens=[int(t) for t in config.get("suppress_ids_begin", [])],

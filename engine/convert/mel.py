@@ -31,7 +31,9 @@ def mel_to_hz(mel: np.ndarray) -> np.ndarray:
     return np.where(mel >= _MIN_LOG_MEL, log_part, mel * _F_SP)
 
 
-def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None) -> np.ndarray:
+def mel_filterbank(
+    sample_rate: int, n_fft: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None
+) -> np.ndarray:
     """Triangular filters [n_mels, n_fft // 2 + 1] over the rFFT bins, each of peak height
     2 / (its bandwidth in Hz) (Slaney norm: equal area), float32."""
     f_max = sample_rate / 2 if f_max is None else f_max

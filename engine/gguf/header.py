@@ -71,7 +71,6 @@ class Header:
     """What the walk learned: enough to bound-check the tensor data against the file size."""
 
     version: int
-    n_kv: int
     tensors: list[TensorInfo]
     data_offset: int  # absolute file offset of the tensor data section
 
@@ -221,7 +220,7 @@ def read_header(buf: bytes | mmap.mmap) -> Header:
     tensors = [_tensor_info(cur, i) for i in range(n_tensors)]
     data_offset = -(-cur.pos // alignment) * alignment
     _check_tensor_data(tensors, data_offset, file_size, alignment)
-    return Header(version, n_kv, tensors, data_offset)
+    return Header(version, tensors, data_offset)
 
 
 def _check_tensor_data(tensors: list[TensorInfo], data_offset: int, file_size: int, alignment: int) -> None:

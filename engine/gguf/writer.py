@@ -30,10 +30,10 @@ class Meta:
 
 @dataclass(frozen=True)
 class TensorOut:
-    """One tensor to write: float values in their logical numpy shape, stored as ``ggml_type``.
-
-    ``"F32"`` and ``"F16"`` store the values cast; ``"Q8_0"`` quantizes each row in blocks of 32
-    (the last axis must be a multiple of 32).
+    """One tensor to write: float values (any float dtype) in their logical numpy shape, stored as
+    ``ggml_type``. ``"F32"`` and ``"F16"`` store the values cast; ``"Q8_0"`` quantizes each row in
+    blocks of 32 (the last axis must be a multiple of 32). Values are only converted when the file
+    is written, so memory-mapped float16 sources are not copied to float32 first.
     """
 
     name: str

@@ -112,7 +112,8 @@ def sot_sequence(model: WhisperModel, tokenizer: Tokenizer, language: str, task:
     sequence = [c.sot]
     if c.multilingual:
         if language not in tokenizer.language_tokens():
-            raise ValueError(f"unknown language {language!r}; this model knows {', '.join(tokenizer.language_tokens())}")
+            known = ", ".join(tokenizer.language_tokens())
+            raise ValueError(f"unknown language {language!r}; this model knows {known}")
         sequence.append(tokenizer.special(f"<|{language}|>"))
         sequence.append(c.translate if task == "translate" else c.transcribe)
     if not timestamps:
@@ -174,7 +175,6 @@ def decode_window(
     eot_logprob = 0.0
     max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed
     while True:
-        logits = logits.copy()
         rules.apply(logits, sampled)
         token = int(np.argmax(logits))
         logprob = float(log_softmax(logits)[token])

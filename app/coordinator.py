@@ -1,0 +1,431 @@
+"""The coordinator: owns every part of the app and runs the dictation flow between them.
+
+    shortcut down ─► capture the focused window, start the take (pre-roll included), cue, overlay
+    shortcut up   ─► short tail, stop the take, save audio + history row, queue the transcription
+    transcript    ─► history text, then deliver to the window captured at key-down (if it still has
+                     the focus; otherwise keep the text here and say so)
+
+The parts know nothing of each other: the recorder (PortAudio thread), the engine (its QThread), the
+hotkey listener (pynput thread) and delivery (subprocesses) all report back through Qt signals, so
+every step here runs on the GUI thread and nothing here waits on a slow part.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QApplication
+
+from app.cues import CuePlayer
+from app.delivery import Delivery, DeliveryResult
+from app.dictation_page import DictationPage
+from app.engine_worker import EngineClient, EngineFactory
+from app.files_view import FilesPage
+from app.history import History
+from app.history_view import HistoryPage, entry_meta
+from app.hotkeys import HotkeyListener, display_server, format_hotkey
+from app.main_window import MainWindow
+from app.overlay import Overlay
+from app.recorder import Recorder, RecorderError
+from app.settings import Settings, SettingsStore
+from app.settings_view import SettingsPage
+from app.tray import Tray
+
+log = logging.getLogger(__name__)
+
+TAIL_MS = 150  # keep recording this long after the key comes up: people release while finishing a word
+MIN_TAKE_SECONDS = 0.3  # shorter holds are accidental taps, not dictations
+LEVEL_POLL_MS = 33
+RECENT_SHOWN = 4  # dictations listed on the Dictation page
+
+
+@dataclass
+class Take:
+    target: str | None  # the window that had the focus at key-down
+    started: float  # time.monotonic()
+    stopping: bool = False
+    released: float = 0.0  # time.monotonic() at key-up
+
+
+@dataclass
+class Pending:
+    entry_id: int | None
+    target: str | None
+    released: float  # time.monotonic() at key-up, for the latency log
+    duration: float
+
+
+class Coordinator(QObject):
+    state_changed = Signal(str)  # loading | ready | recording | transcribing | error
+    ready = Signal()  # model loaded and microphone open: the first time the app can dictate
+    dictation_done = Signal(str, object)  # text, DeliveryResult (or None when nothing was delivered)
+
+    def __init__(self, data_dir: Path, engine_factory: EngineFactory | None = None):
+        super().__init__()
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = SettingsStore(self.data_dir / "settings.json")
+        self.settings = self.store.load()
+        self.history = History(self.data_dir)
+        self.client = EngineClient(engine_factory, self)
+        self.recorder = Recorder()
+        self.hotkeys = HotkeyListener(self)
+        self.delivery = Delivery(self)
+        self.cues = CuePlayer()
+        self.overlay = Overlay()
+
+        self.dictation_page = DictationPage()
+        self.files_page = FilesPage(self.client, lambda: self.settings)
+        self.history_page = HistoryPage(self.history, self.client, lambda: self.settings)
+        self.settings_page = SettingsPage(self.settings, self.data_dir)
+        self.window = MainWindow(
+            {
+                "dictation": self.dictation_page,
+                "files": self.files_page,
+                "history": self.history_page,
+                "settings": self.settings_page,
+            }
+        )
+        self.tray = Tray(self)
+
+        self._take: Take | None = None
+        self._pending: dict[int, Pending] = {}
+        self._deliveries: deque[tuple[str, Pending]] = deque()
+        self._delivering: tuple[str, Pending] | None = None
+        self._mic_error = ""
+        self._loading_text = "Loading model…"
+        self._announced_ready = False
+        self._told_about_tray = False
+        self._state = ""
+        self._shut_down = False
+
+        self._level_timer = QTimer(self)
+        self._level_timer.setInterval(LEVEL_POLL_MS)
+        self._level_timer.timeout.connect(self._poll_level)
+
+        self.client.loading.connect(self._on_loading)
+        self.client.loaded.connect(self._on_loaded)
+        self.client.load_failed.connect(self._on_load_failed)
+        self.client.finished.connect(self._on_finished)
+        self.client.failed.connect(self._on_failed)
+        self.client.cancelled.connect(lambda job_id: self._on_failed(job_id, "Cancelled."))
+        self.client.preview.connect(self._on_preview)
+        self.hotkeys.pressed.connect(self._on_hotkey_pressed)
+        self.hotkeys.released.connect(self._on_hotkey_released)
+        self.delivery.done.connect(self._on_delivered)
+        self.dictation_page.record_clicked.connect(self.toggle)
+        self.settings_page.changed.connect(self.apply_settings)
+        self.history_page.entry_changed.connect(lambda _: self._show_last_dictation())
+        self.window.files_dropped.connect(self.files_page.add_files)
+        self.window.close_requested.connect(self._on_close_requested)
+        self.tray.show_window.connect(self.show_window)
+        self.tray.toggle_recording.connect(self.toggle)
+        self.tray.quit.connect(self.quit)
+        self._show_last_dictation()
+
+    # ---- start and stop -----------------------------------------------------------------------------
+
+    def start(self, *, hotkeys: bool = True, microphone: bool = True) -> None:
+        """Load the model (engine thread), open the microphone and watch the shortcut."""
+        self.client.load(self.settings.model, self.settings.device)
+        if microphone:
+            self._open_microphone()
+        if hotkeys:
+            self._watch_hotkey()
+        self._update_hint()
+        self._refresh_state()
+
+    def show_window(self) -> None:
+        self.window.showNormal()
+        self.window.raise_()
+        self.window.activateWindow()
+
+    def quit(self) -> None:
+        self.shutdown()
+        QApplication.quit()
+
+    def shutdown(self) -> None:
+        """Stop every part; safe to call twice."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self._level_timer.stop()
+        self.hotkeys.stop()
+        self.recorder.close()
+        self.client.shutdown()
+        self.history.close()
+        self.tray.hide()
+        self.overlay.close()
+
+    def _on_close_requested(self) -> None:
+        if not self.tray.available:
+            self.quit()
+            return
+        self.window.hide()
+        if not self._told_about_tray:
+            self._told_about_tray = True
+            self.tray.notify("Sayso is still running", "Dictate with your shortcut; open Sayso from the tray icon.")
+
+    # ---- settings -----------------------------------------------------------------------------------
+
+    def apply_settings(self, new: Settings) -> None:
+        old, self.settings = self.settings, new
+        self.store.save(new)
+        if (new.model, new.device) != (old.model, old.device):
+            self.client.load(new.model, new.device)
+        if new.input_device != old.input_device and self._take is None:
+            self._open_microphone()
+        if new.hotkey != old.hotkey and (self.hotkeys.running or new.hotkey):
+            self._watch_hotkey()
+        if self.settings_page.current() != new:
+            self.settings_page.load(new)
+        self._update_hint()
+        self._refresh_state()
+
+    def _open_microphone(self) -> bool:
+        try:
+            name = self.recorder.open(self.settings.input_device)
+        except RecorderError as error:
+            self._mic_error = str(error)
+            log.warning("microphone: %s", error)
+            self._refresh_state()
+            return False
+        self._mic_error = ""
+        log.info("microphone: %s", name)
+        self._refresh_state()
+        return True
+
+    def _watch_hotkey(self) -> None:
+        try:
+            self.hotkeys.start(self.settings.hotkey)
+        except (ValueError, RuntimeError) as error:
+            self.dictation_page.notice.show_text(str(error))
+            log.warning("hotkeys: %s", error)
+        else:
+            self.dictation_page.notice.hide()
+
+    def _update_hint(self) -> None:
+        keys = format_hotkey(self.settings.hotkey)
+        if display_server() == "wayland" and not self.hotkeys.running:
+            hint = "Bind “sayso --toggle” to a keyboard shortcut in your desktop's settings, or use the button."
+        elif self.settings.mode == "hold":
+            hint = f"Hold {keys} anywhere and speak; let go to insert the text."
+        else:
+            hint = f"Press {keys} anywhere to start dictating, and again to insert the text."
+        self.dictation_page.set_hint(hint)
+
+    # ---- state --------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def _refresh_state(self) -> None:
+        if self._take is not None and not self._take.stopping:
+            state, detail = "recording", f"Microphone: {self.recorder.device_name}"
+        elif self._pending or (self._take is not None and self._take.stopping):
+            state, detail = "transcribing", self.client.description or self._loading_text
+        elif self.client.load_error:
+            state, detail = "error", self.client.load_error
+        elif not self.client.ready:
+            state, detail = "loading", self._loading_text
+        elif self._mic_error:
+            state, detail = "error", self._mic_error
+        else:
+            state, detail = "ready", f"{self.client.description} · Microphone: {self.recorder.device_name or 'none'}"
+        self.dictation_page.set_state(state, detail)
+        tray_state = {"recording": "recording", "transcribing": "transcribing"}.get(state, "idle")
+        self.tray.set_state(tray_state, self.dictation_page.state.text())
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state)
+        if state == "ready" and not self._announced_ready and self.recorder.is_open:
+            self._announced_ready = True
+            log.info(
+                "Sayso is ready: %s; microphone %s; shortcut %s (%s)",
+                self.client.description, self.recorder.device_name, format_hotkey(self.settings.hotkey), self.settings.mode,
+            )  # fmt: skip
+            self.ready.emit()
+
+    def _on_loading(self, text: str) -> None:
+        self._loading_text = text
+        self.window.set_engine_status("loading", "Loading model", text)
+        self._refresh_state()
+
+    def _on_loaded(self, name: str, description: str) -> None:
+        self.window.set_engine_status("ready", name, description)
+        self._refresh_state()
+
+    def _on_load_failed(self, message: str) -> None:
+        self.window.set_engine_status("error", "No model", "See the Dictation page")
+        self._refresh_state()
+
+    # ---- dictation ----------------------------------------------------------------------------------
+
+    def toggle(self) -> None:
+        if self._take is None:
+            self.start_dictation()
+        else:
+            self.stop_dictation()
+
+    def _on_hotkey_pressed(self) -> None:
+        if self.settings.mode == "toggle":
+            self.toggle()
+        elif self._take is None:
+            self.start_dictation()
+
+    def _on_hotkey_released(self) -> None:
+        if self.settings.mode == "hold":
+            self.stop_dictation()
+
+    def start_dictation(self) -> bool:
+        """Start a take now; False (and a message) if the microphone can't be used."""
+        if self._take is not None:
+            return False
+        if not self.recorder.is_open and not self._open_microphone():
+            self._show_problem(self._mic_error)
+            return False
+        sink = None
+        if self.settings.live_preview and self.client.ready:
+            sink = self.client.begin_take(language=self.settings.language or None, prompt=self.settings.prompt)
+        self.recorder.start_take(sink)
+        self._take = Take(self.delivery.capture_target(), time.monotonic())
+        if self.settings.cues:
+            self.cues.play("start")
+        if self.settings.overlay:
+            self.overlay.show_recording()
+        self._level_timer.start()
+        self._refresh_state()
+        log.info("recording (target window %s)", self._take.target)
+        return True
+
+    def stop_dictation(self) -> None:
+        """End the take after a short tail; the transcription is queued when the tail is in."""
+        if self._take is None or self._take.stopping:
+            return
+        self._take.stopping = True
+        self._take.released = time.monotonic()
+        if self.settings.overlay:
+            self.overlay.show_transcribing()
+        self._refresh_state()
+        QTimer.singleShot(TAIL_MS, self._finish_take)
+
+    def _finish_take(self) -> None:
+        take, self._take = self._take, None
+        pcm = self.recorder.stop_take()
+        self.client.end_take()
+        self._level_timer.stop()
+        if self.settings.cues:
+            self.cues.play("stop")
+        held = take.released - take.started
+        if held < MIN_TAKE_SECONDS:
+            self._refresh_state()
+            self._show_message("Hold the shortcut while you speak", "info")
+            return
+        entry_id = None
+        try:
+            entry_id = self.history.add(pcm, self.client.model_name).id
+        except Exception as error:  # a full disk must not cost the user their dictation: transcribe anyway
+            log.error("history: can't save the recording: %s", error)
+            self.dictation_page.notice.show_text(f"The recording couldn't be saved to History: {error}")
+        job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt)
+        self._pending[job_id] = Pending(entry_id, take.target, take.released, len(pcm) / 16000)
+        if self.settings.overlay:
+            self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
+        self.history_page.refresh()
+        self._refresh_state()
+
+    def _poll_level(self) -> None:
+        level = self.recorder.level
+        self.dictation_page.set_level(level)
+        self.overlay.set_level(level)
+
+    def _on_preview(self, text: str) -> None:
+        if self._take is not None and self.settings.overlay:
+            self.overlay.set_text(text)
+
+    def _on_finished(self, job_id: int, transcript) -> None:
+        pending = self._pending.pop(job_id, None)
+        if pending is None:
+            return
+        text = transcript.text.strip()
+        if pending.entry_id is not None:
+            self.history.finish(pending.entry_id, text, transcript.model)
+            self.history_page.refresh()
+        log.info("transcribed %.1f s in %.0f ms after key-up", pending.duration, 1000 * (time.monotonic() - pending.released))
+        if not text:
+            self._show_message("No speech heard", "info")
+            self._refresh_state()
+            self.dictation_done.emit("", None)
+            return
+        if pending.target is not None and self._is_own_window(pending.target):
+            self._show_last_dictation()
+            self.overlay.hide()
+            self._refresh_state()
+            self.dictation_done.emit(text, None)
+            return
+        self._deliveries.append((text, pending))
+        self._deliver_next()
+        self._refresh_state()
+
+    def _on_failed(self, job_id: int, message: str) -> None:
+        pending = self._pending.pop(job_id, None)
+        if pending is None:
+            return
+        if pending.entry_id is not None:
+            self.history.fail(pending.entry_id, message)
+            self.history_page.refresh()
+        self._show_problem(message)
+        self._show_last_dictation()
+        self._refresh_state()
+
+    def _deliver_next(self) -> None:
+        if self._delivering is not None or not self._deliveries:
+            return
+        self._delivering = self._deliveries.popleft()
+        text, pending = self._delivering
+        self.delivery.deliver(text, pending.target, self.settings.delivery)
+
+    def _on_delivered(self, result: DeliveryResult) -> None:
+        text, pending = self._delivering
+        self._delivering = None
+        elapsed = 1000 * (time.monotonic() - pending.released)
+        if result.delivered:
+            log.info("delivered %d characters by %s, %.0f ms after key-up", len(text), result.method, elapsed)
+            self._show_last_dictation()
+            if self.settings.overlay:
+                self.overlay.show_message("Inserted", "ok", 900)
+        else:
+            self._show_last_dictation(kept=result.message)
+            self._show_message("Text kept in Sayso: " + result.message, "warn")
+            self.tray.notify("Dictation kept in Sayso", result.message)
+        self.dictation_done.emit(text, result)
+        self._deliver_next()
+        self._refresh_state()
+
+    def _is_own_window(self, window: str) -> bool:
+        try:
+            wid = int(window)
+        except ValueError:
+            return False
+        return any(int(w.winId()) == wid for w in QApplication.topLevelWidgets() if w.isVisible())
+
+    def _show_last_dictation(self, kept: str = "") -> None:
+        entries = self.history.search(limit=RECENT_SHOWN)
+        items = [(e.text if e.status == "done" else "", entry_meta(e)) for e in entries]
+        self.dictation_page.show_recent(items, kept or (entries[0].error if entries else ""))
+
+    def _show_message(self, message: str, kind: str) -> None:
+        if self.settings.overlay:
+            self.overlay.show_message(message, kind)
+
+    def _show_problem(self, message: str) -> None:
+        """An error the user must see even without the overlay: overlay, tray notification, page notice."""
+        self._show_message(message, "error")
+        self.tray.notify("Sayso", message)
+        self.dictation_page.notice.show_text(message)

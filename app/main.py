@@ -1,0 +1,110 @@
+"""Starting the desktop app: ``run_app(argv)`` is what ``sayso`` runs when given no subcommand.
+
+    sayso                      open Sayso (or bring the running one to the front)
+    sayso --toggle             start/stop dictating in the running Sayso (bind this to a desktop shortcut)
+    sayso --hidden             start in the tray, without the window
+    sayso --screenshots DIR    save PNGs of the main window, the overlay and the Files page, then exit
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+log = logging.getLogger("app")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sayso", description="Hold a key, speak, let go: your words appear where you type.")
+    parser.add_argument("--toggle", action="store_true", help="start or stop dictation in the running Sayso, then exit")
+    parser.add_argument("--hidden", action="store_true", help="start in the tray without showing the window")
+    parser.add_argument("--screenshots", metavar="DIR", type=Path, help="save screenshots of the app in DIR, then exit")
+    parser.add_argument(
+        "--screenshot-audio",
+        metavar="FILE",
+        type=Path,
+        help="audio transcribed for the Files screenshot (default: your newest dictation)",
+    )
+    return parser.parse_args(argv)
+
+
+def _setup_logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+
+def _data_dir() -> Path:
+    """Settings, history and recordings live with the models, in the engine's data folder."""
+    from engine.models import data_dir
+
+    return Path(data_dir()).expanduser().resolve()
+
+
+def _toggle(data_dir: Path) -> int:
+    from PySide6.QtCore import QCoreApplication
+
+    from app.instance import send_command
+
+    _app = QCoreApplication.instance() or QCoreApplication(["sayso"])
+    if send_command(data_dir, "toggle"):
+        return 0
+    print("Sayso isn't running. Start it with “sayso”, then “sayso --toggle” starts and stops dictation.", file=sys.stderr)
+    return 1
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    """Run the desktop app until it quits; returns the process exit code."""
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    _setup_logging()
+    data_dir = _data_dir()
+    if args.toggle:
+        return _toggle(data_dir)
+    if args.screenshots is not None:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # screenshots need no display
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app import assets, style
+    from app.coordinator import Coordinator
+    from app.instance import InstanceServer, send_command
+
+    app = QApplication.instance() or QApplication(["sayso"])
+    app.setApplicationName("Sayso")
+    app.setDesktopFileName("sayso")
+    app.setWindowIcon(assets.app_icon())
+    app.setQuitOnLastWindowClosed(False)  # closing the window leaves Sayso in the tray
+    style.apply(app)
+
+    if args.screenshots is not None:
+        from app.screenshots import ScreenshotTour
+
+        coordinator = Coordinator(data_dir)
+        tour = ScreenshotTour(coordinator, args.screenshots, args.screenshot_audio)
+        coordinator.start(hotkeys=False)
+        tour.start()
+    else:
+        if send_command(data_dir, "show"):
+            print("Sayso is already running: its window was brought to the front.")
+            return 0
+        server = InstanceServer(data_dir, app)
+        server.listen()
+        coordinator = Coordinator(data_dir)
+        server.command.connect(lambda command: coordinator.toggle() if command == "toggle" else coordinator.show_window())
+        coordinator.start()
+        if not args.hidden:
+            coordinator.show_window()
+
+    # Ctrl+C and SIGTERM quit cleanly; the timer lets Python run its signal handlers during Qt's loop.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: coordinator.quit())
+    heartbeat = QTimer()
+    heartbeat.timeout.connect(lambda: None)
+    heartbeat.start(250)
+    code = app.exec()
+    coordinator.shutdown()
+    return code
