@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 log = logging.getLogger(__name__)
 
@@ -124,21 +125,23 @@ def _key_name(keyboard, listener, key) -> str:
 
 
 class HotkeyListener(QObject):
-    """Emits ``pressed`` when the chord goes down and ``released`` when it comes up (GUI thread)."""
+    """Emits ``pressed`` when the chord goes down and ``released`` when it comes up.
+
+    The chord is tracked on pynput's thread, where X's auto-repeat (a release and a press of the held
+    key, back to back, many times a second) is filtered out before anything reaches Qt: a release only
+    counts once no press of the same key followed within RELEASE_DEBOUNCE_MS. Doing this on the GUI
+    thread instead would misjudge repeats whenever the GUI is busy for longer than the debounce.
+    """
 
     pressed = Signal()
     released = Signal()
-    _event = Signal(str, bool)  # key name, down; emitted on pynput's thread, handled on the GUI thread
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._listener = None
         self._tracker: ChordTracker | None = None
-        self._pending_release = QTimer(self)
-        self._pending_release.setSingleShot(True)
-        self._pending_release.setInterval(RELEASE_DEBOUNCE_MS)
-        self._pending_release.timeout.connect(self._release_now)
-        self._event.connect(self._on_event)
+        self._lock = threading.Lock()
+        self._pending_release: threading.Timer | None = None
 
     @property
     def running(self) -> bool:
@@ -158,8 +161,8 @@ class HotkeyListener(QObject):
             raise RuntimeError(f"The global shortcut is unavailable: {error}") from error
         self._tracker = ChordTracker(chord)
         listener = keyboard.Listener(
-            on_press=lambda key: self._event.emit(_key_name(keyboard, listener, key), True),
-            on_release=lambda key: self._event.emit(_key_name(keyboard, listener, key), False),
+            on_press=lambda key: self.key_event(_key_name(keyboard, listener, key), True),
+            on_release=lambda key: self.key_event(_key_name(keyboard, listener, key), False),
         )
         listener.daemon = True
         listener.start()
@@ -171,22 +174,34 @@ class HotkeyListener(QObject):
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
-        self._pending_release.stop()
-        self._tracker = None
+        with self._lock:
+            if self._pending_release is not None:
+                self._pending_release.cancel()
+            self._pending_release = None
+            self._tracker = None
 
-    def _on_event(self, name: str, down: bool) -> None:
-        tracker = self._tracker
-        if tracker is None:
-            return
-        if down:
-            if self._pending_release.isActive() and any(_matches(k, name) for k in tracker.chord):
-                self._pending_release.stop()  # auto-repeat: the chord never really came up
-                tracker.press(name)
+    def key_event(self, name: str, down: bool) -> None:
+        """One key press or release (called on pynput's thread; public so tests can feed events)."""
+        with self._lock:
+            tracker = self._tracker
+            if tracker is None:
                 return
-            if tracker.press(name):
-                self.pressed.emit()
-        elif tracker.release(name):
-            self._pending_release.start()
+            if down:
+                if self._pending_release is not None and any(_matches(k, name) for k in tracker.chord):
+                    self._pending_release.cancel()  # auto-repeat: the chord never really came up
+                    self._pending_release = None
+                    tracker.press(name)
+                elif tracker.press(name):
+                    self.pressed.emit()
+            elif tracker.release(name):
+                timer = threading.Timer(RELEASE_DEBOUNCE_MS / 1000, lambda: self._confirm_release(timer))
+                timer.daemon = True
+                self._pending_release = timer
+                timer.start()
 
-    def _release_now(self) -> None:
+    def _confirm_release(self, timer: threading.Timer) -> None:
+        with self._lock:
+            if self._pending_release is not timer:
+                return  # cancelled by a repeat press (cancel() can't stop a timer that already fired)
+            self._pending_release = None
         self.released.emit()

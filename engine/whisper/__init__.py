@@ -1,0 +1,63 @@
+"""The Whisper family: log-mel frontend, encoder-decoder on a backend, byte-level BPE tokenizer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.gguf.reader import ModelFile
+from engine.ops import Ops
+from engine.transcript import Segment
+from engine.whisper.decode import WINDOW_SECONDS, transcribe_window
+from engine.whisper.frontend import log_mel
+from engine.whisper.model import WhisperModel
+from engine.whisper.tokenizer import Tokenizer
+
+SAMPLE_RATE = 16000
+
+
+class WhisperTranscriber:
+    """Transcribes pieces of up to 30 s; the engine cuts longer audio into such pieces."""
+
+    window_seconds = WINDOW_SECONDS
+
+    def __init__(self, model_file: ModelFile, ops: Ops):
+        self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
+        self.model = WhisperModel(model_file, ops)
+        self.tokenizer = Tokenizer(
+            model_file.require("tokenizer.ggml.tokens"),
+            model_file.require("tokenizer.ggml.merges"),
+            model_file.require("tokenizer.ggml.token_type"),
+        )
+        self.filterbank = model_file.array("frontend.mel_filterbank")
+        self.window = model_file.array("frontend.window")
+        self.multilingual = bool(model_file.get("stt.capability.lang_detect", False))
+
+    def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
+                   task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
+        """Segments of one piece (at most 30 s), in seconds from the start of the file.
+
+        When the decoder stops mid-sentence (its last segment has no closing timestamp), the rest
+        of the piece is decoded again from that segment's start, as OpenAI's ``transcribe`` seeks.
+        """
+        if not self.multilingual:
+            language = "en"
+        segments: list[Segment] = []
+        start = 0
+        while len(pcm) - start >= SAMPLE_RATE // 10:  # less than 0.1 s of audio holds no word
+            rest = pcm[start:]
+            mel = log_mel(rest, self.filterbank, self.window, n_frames=2 * self.model.config.n_audio_ctx)
+            begin = offset + start / SAMPLE_RATE
+            found, language, resume = transcribe_window(
+                self.model, self.tokenizer, mel, language=language, task=task, prompt=prompt,
+                offset=begin, duration=len(rest) / SAMPLE_RATE,
+            )
+            if resume is None or resume <= begin:
+                segments.extend(found)
+                break
+            segments.extend(s for s in found if s.end <= resume)
+            start = int(round((resume - offset) * SAMPLE_RATE))
+        return segments, language or ""
+
+
+def load(model_file: ModelFile, ops: Ops) -> WhisperTranscriber:
+    return WhisperTranscriber(model_file, ops)

@@ -50,7 +50,7 @@ class KvCache:
 
     @property
     def pairs(self) -> int:
-        return (self.head_dim + 1) // 2
+        return _pairs(self.head_dim)
 
     @property
     def nbytes(self) -> int:
@@ -58,7 +58,12 @@ class KvCache:
 
     @staticmethod
     def bytes_for(n_heads: int, head_dim: int, capacity: int) -> int:
-        return 2 * n_heads * capacity * ((head_dim + 1) // 2) * 4
+        return 2 * n_heads * capacity * _pairs(head_dim) * 4
+
+
+def _pairs(head_dim: int) -> int:
+    """u32 words per cached head row: two f16 each, an odd head_dim's last one half empty."""
+    return (head_dim + 1) // 2
 
 
 def _check_heads(name: str, x: GpuTensor, n_heads: int, head_dim: int | None = None) -> int:
@@ -67,7 +72,7 @@ def _check_heads(name: str, x: GpuTensor, n_heads: int, head_dim: int | None = N
         raise ValueError(f"{name} must be [T, {n_heads}*head_dim], got {x.shape}")
     dh = x.shape[1] // n_heads
     if head_dim is not None and dh != head_dim:
-        raise ValueError(f"{name} has head_dim {dh}, the cache holds {head_dim}")
+        raise ValueError(f"{name} has head_dim {dh}, expected {head_dim}")
     if not 0 < dh <= MAX_HEAD_DIM:
         raise ValueError(f"head_dim {dh} of {name} is outside 1..{MAX_HEAD_DIM}")
     return dh

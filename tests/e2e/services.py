@@ -1,0 +1,153 @@
+"""Xvfb and a PulseAudio null sink for the end-to-end tests: reused when running, started otherwise.
+
+A missing tool fails the test with the apt-get line that installs it: the end-to-end tests are the
+only proof that dictation reaches another app, so they never skip.
+
+PulseAudio setup (see shared/notes/platform.md): a daemon with a 16 kHz mono null sink ``vsink`` as the
+default sink and its monitor as the default source, so whatever ``paplay --device=vsink`` plays is what
+the app's microphone hears; a silent low-latency ``pacat`` keeps the monitor flowing in real time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+APT_PACKAGES = {
+    "Xvfb": "xvfb",
+    "xdotool": "xdotool",
+    "xprop": "x11-utils",
+    "xdpyinfo": "x11-utils",
+    "xterm": "xterm",
+    "pulseaudio": "pulseaudio",
+    "pactl": "pulseaudio-utils",
+    "paplay": "pulseaudio-utils",
+    "pacat": "pulseaudio-utils",
+}
+SINK = "vsink"
+
+
+def require(*tools: str) -> None:
+    """Fail (not skip) when a command-line tool is missing, naming the Debian packages to install."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        packages = " ".join(sorted({APT_PACKAGES.get(t, t) for t in missing}))
+        pytest.fail(f"missing {', '.join(missing)}: apt-get install -y {packages} libxcb-icccm4 libxcb-keysyms1 libportaudio2")
+
+
+def _wait(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class XServer:
+    display: str
+    process: subprocess.Popen | None = None  # None when an X server was already running
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def _x_alive(display: str) -> bool:
+    env = {**os.environ, "DISPLAY": display}
+    return subprocess.run(["xdpyinfo"], env=env, capture_output=True).returncode == 0
+
+
+def start_xvfb() -> XServer:
+    """The X display in $DISPLAY if one answers, else a new Xvfb on the first free display number."""
+    require("Xvfb", "xdpyinfo", "xdotool", "xprop")
+    current = os.environ.get("DISPLAY")
+    if current and _x_alive(current):
+        return XServer(current)
+    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
+    display = f":{number}"
+    process = subprocess.Popen(
+        ["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait(lambda: _x_alive(display), 15, f"Xvfb on {display}")
+    except RuntimeError:
+        process.kill()
+        raise
+    return XServer(display, process)
+
+
+@dataclass
+class Pulse:
+    env: dict[str, str]  # what every client (the app, paplay, pactl) needs in its environment
+    started: bool = False
+    keeper: subprocess.Popen | None = None
+    runtime_dir: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+
+    def run(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(list(args), env={**os.environ, **self.env}, capture_output=True, text=True, **kwargs)
+
+    def play(self, wav: Path) -> None:
+        """Play a file into the sink (returns when it has been played)."""
+        result = self.run("paplay", f"--device={SINK}", str(wav), timeout=120)
+        assert result.returncode == 0, result.stderr
+
+    def stop(self) -> None:
+        if self.keeper is not None:
+            self.keeper.terminate()
+            self.keeper.wait(timeout=10)
+        if self.started:
+            self.run("pulseaudio", "--kill")
+        if self.runtime_dir is not None:
+            self.runtime_dir.cleanup()
+
+
+def _pulse_up(env: dict[str, str]) -> bool:
+    return subprocess.run(["pactl", "info"], env={**os.environ, **env}, capture_output=True).returncode == 0
+
+
+def start_pulse() -> Pulse:
+    """A PulseAudio daemon with the ``vsink`` null sink as default sink and its monitor as default source."""
+    require("pulseaudio", "pactl", "paplay", "pacat")
+    pulse = Pulse({"XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "")})
+    if not (pulse.env["XDG_RUNTIME_DIR"] and _pulse_up(pulse.env)):
+        pulse.runtime_dir = tempfile.TemporaryDirectory(prefix="sayso-pulse-")
+        os.chmod(pulse.runtime_dir.name, 0o700)
+        pulse.env = {"XDG_RUNTIME_DIR": pulse.runtime_dir.name}
+        result = pulse.run(
+            "pulseaudio", "--daemonize=yes", "--exit-idle-time=-1", "--disable-shm=yes", "-n",
+            "--load=module-native-protocol-unix auth-anonymous=1",
+            f"--load=module-null-sink sink_name={SINK} rate=16000 channels=1",
+        )  # fmt: skip
+        assert result.returncode == 0, f"pulseaudio didn't start: {result.stderr}"
+        pulse.started = True
+        _wait(lambda: _pulse_up(pulse.env), 15, "PulseAudio")
+    elif SINK not in pulse.run("pactl", "list", "short", "sinks").stdout:
+        pulse.run("pactl", "load-module", "module-null-sink", f"sink_name={SINK}", "rate=16000", "channels=1")
+    pulse.run("pactl", "set-default-sink", SINK)
+    pulse.run("pactl", "set-default-source", f"{SINK}.monitor")
+    pulse.keeper = subprocess.Popen(
+        ["pacat", "--playback", "--latency-msec=20", f"--device={SINK}", "--raw", "--format=s16le", "--rate=16000", "--channels=1", "/dev/zero"],
+        env={**os.environ, **pulse.env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def low_latency() -> bool:
+        for line in pulse.run("pactl", "list", "sinks").stdout.splitlines():
+            if line.strip().startswith("Latency:"):
+                return int(line.split()[1]) < 50000  # microseconds
+        return False
+
+    _wait(low_latency, 15, "the null sink to run in real time")
+    return pulse
