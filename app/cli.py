@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 
 from engine.errors import SaysoError
@@ -71,28 +70,21 @@ def cmd_convert(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from engine.audio import load_audio
-    from engine.engine import Engine
+    import json
 
-    pcm = load_audio(args.file)
-    seconds = len(pcm) / 16000
-    start = time.perf_counter()
-    engine = Engine(args.model, device=args.device)
-    load_ms = (time.perf_counter() - start) * 1000
-    timings = []
-    for _ in range(args.runs + 1):
-        start = time.perf_counter()
-        transcript = engine.transcribe(pcm, language=args.language)
-        timings.append((time.perf_counter() - start) * 1000)
-    warm = sorted(timings[1:])[len(timings[1:]) // 2]
-    print(f"engine      {engine.describe()}")
-    print(f"model       {engine.model_name}")
-    print(f"audio       {args.file} ({seconds:.2f} s)")
-    print(f"load_ms     {load_ms:.1f}")
-    print(f"first_ms    {timings[0]:.1f}")
-    print(f"warm_ms     {warm:.1f}  (median of {args.runs})")
-    print(f"realtime    {seconds * 1000 / warm:.1f}x")
-    print(f"text        {transcript.text}")
+    from engine import bench
+
+    if args.compare:
+        results = bench.compare(args.model, args.file, runs=args.runs)
+        print(json.dumps(results) if args.json else bench.table(results, f"sayso-{args.device}"))
+        return 0
+    device = "gpu" if args.device == "auto" else args.device
+    result = bench.measure(f"sayso-{device}", args.model, args.file, args.runs)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for key in ("description", "load_ms", "first_ms", "warm_ms", "realtime", "peak_mb", "audio_s", "text"):
+        print(f"{key:<12}{result[key]}")
     return 0
 
 
@@ -126,9 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="time model load, first call and warm transcription of a file")
     p.add_argument("model")
     p.add_argument("file")
-    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
-    p.add_argument("--language")
+    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="our backend (auto: gpu)")
     p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5)")
+    p.add_argument("--compare", action="store_true", help="also run transcribe.cpp (Vulkan, CPU) on the same file, each in its own process")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_bench)
     return parser
 

@@ -42,8 +42,7 @@ class Engine:
         self.model_name = self.transcriber.name
 
     def describe(self) -> str:
-        backend = self.ops.describe() if hasattr(self.ops, "describe") else self.ops.name
-        return f"{self.model_name} on {backend}"
+        return f"{self.model_name} on {self.ops.describe()}"
 
     def transcribe(self, pcm: np.ndarray, language: str | None = None, task: str = "transcribe",
                    prompt: str | None = None, progress: Progress | None = None,

@@ -75,6 +75,10 @@ class Ops(abc.ABC):
     def read(self, x: Tensor) -> np.ndarray:
         """Return ``x`` as a numpy array (float32, or uint32 for ids); submits pending GPU work."""
 
+    def describe(self) -> str:
+        """One line saying what this backend runs on (logs, ``sayso doctor``, benchmarks)."""
+        return self.name
+
     def flush(self) -> None:
         """Submit recorded work without reading anything back (no-op on the CPU backend)."""
 

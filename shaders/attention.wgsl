@@ -7,20 +7,26 @@
 // per query.
 //
 // Thread layout: ROW_THREADS threads per query row. Thread t of row r scores keys t, t+8, t+16, ...
-// of the block and owns output dims t, t+8, t+16, ... of its row, so any head_dim up to
-// ROW_THREADS * MAX_DIMS_PER_THREAD (= 128) works, including the odd ones (36, 52) of Moonshine.
+// of the block and owns the output quads (4 dims) t, t+8, ... of its row. Tiles hold vec4 quads,
+// the head zero-padded to QUADS * 4 dims, so each shared-memory read feeds 4 multiply-adds; any
+// head_dim up to ROW_THREADS * MAX_QUADS_PER_THREAD * 4 (= 128) works, including Moonshine's 36, 52.
 //
 // Masking: a masked score is stored as NEG and contributes exactly zero (not exp(NEG - m), which is
 // 1 when every score of a row is masked). A row that sees no key at all (causal with Tk < Tq) ends
 // with l = 0 and writes zeros.
 
 override HEAD_DIM: u32 = 64u;
-override BK: u32 = 32u; // keys per block; the host picks 16 for head_dim > 64 to fit workgroup memory
+override BK: u32 = 32u; // keys per block (a multiple of ROW_THREADS); the host picks 16 when 32 would not fit workgroup memory
+override QUADS: u32 = (HEAD_DIM + 3u) / 4u; // derived, never set by the host
+// k_tile rows are K_STRIDE quads apart: an odd stride puts the key rows that the 8 threads of a
+// row read at once in different banks.
+override K_STRIDE: u32 = QUADS | 1u; // derived
 
 const Q_ROWS: u32 = 16u;
 const ROW_THREADS: u32 = 8u;
 const THREADS: u32 = 128u; // Q_ROWS * ROW_THREADS
-const MAX_DIMS_PER_THREAD: u32 = 16u; // 128 / ROW_THREADS
+const MAX_QUADS_PER_THREAD: u32 = 4u; // 128 dims / 4 / ROW_THREADS
+const MAX_KEYS_PER_THREAD: u32 = 4u; // BK / ROW_THREADS with BK <= 32
 const NEG: f32 = -3.0e38;
 
 struct Params {
@@ -40,12 +46,39 @@ struct Params {
 @group(0) @binding(4) var<storage, read> rel: array<f32>; // [H, tq, tq + tk - 1]; any buffer when has_rel = 0
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-var<workgroup> q_tile: array<f32, Q_ROWS * HEAD_DIM>;
-// k_tile rows are HEAD_DIM + 1 apart: the 8 threads of a row read 8 key rows at once, and an odd
-// stride puts them in 8 different banks.
-var<workgroup> k_tile: array<f32, BK * (HEAD_DIM + 1u)>;
-var<workgroup> v_tile: array<f32, BK * HEAD_DIM>;
+var<workgroup> q_tile: array<vec4<f32>, Q_ROWS * QUADS>;
+var<workgroup> k_tile: array<vec4<f32>, BK * K_STRIDE>;
+var<workgroup> v_tile: array<vec4<f32>, BK * QUADS>;
 var<workgroup> s_tile: array<f32, Q_ROWS * BK>;
+
+const Q: u32 = 0u;
+const K: u32 = 1u;
+const V: u32 = 2u;
+
+// Element `index` of q, k or v: WGSL can't pass storage pointers to functions; the selector is a
+// constant at every call, so the compiler folds the switch away.
+fn element(tensor: u32, index: u32) -> f32 {
+    switch (tensor) {
+        case Q: { return q[index]; }
+        case K: { return k[index]; }
+        default: { return v[index]; }
+    }
+}
+
+// Quad `c` (dims 4c .. 4c+3) of row `row` of q, k or v at column `col0`, zero past the head or
+// past `rows`. Element reads: a head's columns need not be 16-byte aligned (dh = 33).
+fn load_quad(tensor: u32, row: u32, rows: u32, col0: u32, c: u32) -> vec4<f32> {
+    var quad = vec4<f32>(0.0);
+    if (row < rows) {
+        let base = row * p.heads * HEAD_DIM + col0 + 4u * c;
+        for (var e = 0u; e < 4u; e++) {
+            if (4u * c + e < HEAD_DIM) {
+                quad[e] = element(tensor, base + e);
+            }
+        }
+    }
+    return quad;
+}
 
 @compute @workgroup_size(THREADS)
 fn main(
@@ -59,14 +92,10 @@ fn main(
     }
     let h = group % p.heads;
     let q0 = (group / p.heads) * Q_ROWS;
-    let row_len = p.heads * HEAD_DIM;
     let col0 = h * HEAD_DIM;
-    let k_stride = HEAD_DIM + 1u;
-    let dims = (HEAD_DIM + ROW_THREADS - 1u) / ROW_THREADS; // output dims per thread
 
-    for (var e = tid; e < Q_ROWS * HEAD_DIM; e += THREADS) {
-        let i = q0 + e / HEAD_DIM;
-        q_tile[e] = select(0.0, q[i * row_len + col0 + e % HEAD_DIM], i < p.tq);
+    for (var e = tid; e < Q_ROWS * QUADS; e += THREADS) {
+        q_tile[e] = load_quad(Q, q0 + e / QUADS, p.tq, col0, e % QUADS);
     }
 
     let r = tid / ROW_THREADS;
@@ -76,7 +105,7 @@ fn main(
     let rel_len = p.tq + p.tk - 1u;
     var m = NEG;
     var l = 0.0;
-    var acc: array<f32, MAX_DIMS_PER_THREAD>;
+    var acc: array<vec4<f32>, MAX_QUADS_PER_THREAD>;
 
     // Causal: keys past what the block's last row sees are masked for every row; skip them.
     var k_end = p.tk;
@@ -86,33 +115,32 @@ fn main(
 
     for (var kb = 0u; kb < k_end; kb += BK) {
         workgroupBarrier(); // the previous block's tiles are no longer read
-        for (var e = tid; e < BK * HEAD_DIM; e += THREADS) {
-            let j = e / HEAD_DIM;
-            let d = e % HEAD_DIM;
-            let key = kb + j;
-            var kv = 0.0;
-            var vv = 0.0;
-            if (key < p.tk) {
-                kv = k[key * row_len + col0 + d];
-                vv = v[key * row_len + col0 + d];
-            }
-            k_tile[j * k_stride + d] = kv;
-            v_tile[e] = vv;
+        for (var e = tid; e < BK * QUADS; e += THREADS) {
+            let j = e / QUADS;
+            let c = e % QUADS;
+            k_tile[j * K_STRIDE + c] = load_quad(K, kb + j, p.tk, col0, c);
+            v_tile[e] = load_quad(V, kb + j, p.tk, col0, c);
         }
         workgroupBarrier();
 
-        for (var j = t; j < BK; j += ROW_THREADS) {
-            let key = kb + j;
-            var s = 0.0;
-            for (var d = 0u; d < HEAD_DIM; d++) {
-                s += q_tile[r * HEAD_DIM + d] * k_tile[j * k_stride + d];
+        // Scores of this thread's keys, the q quad read once for all of them.
+        // Explicitly zeroed: naga zero-fills a variable once per call, not at each loop iteration.
+        var s = array<f32, MAX_KEYS_PER_THREAD>();
+        for (var c = 0u; c < QUADS; c++) {
+            let qc = q_tile[r * QUADS + c];
+            for (var n = 0u; n < BK / ROW_THREADS; n++) {
+                s[n] += dot(qc, k_tile[(t + n * ROW_THREADS) * K_STRIDE + c]);
             }
-            s *= p.scale;
+        }
+        for (var n = 0u; n < BK / ROW_THREADS; n++) {
+            let j = t + n * ROW_THREADS;
+            let key = kb + j;
+            var score = s[n] * p.scale;
             if (p.has_rel == 1u && i < p.tq && key < p.tk) {
-                s += rel[(h * p.tq + i) * rel_len + (p.tq - 1u) + key - i];
+                score += rel[(h * p.tq + i) * rel_len + (p.tq - 1u) + key - i];
             }
             let hidden = key >= p.tk || (p.causal == 1u && i32(key) > i32(i) + offset);
-            s_tile[r * BK + j] = select(s, NEG, hidden);
+            s_tile[r * BK + j] = select(score, NEG, hidden);
         }
         workgroupBarrier();
 
@@ -125,17 +153,17 @@ fn main(
         let m_new = max(m, m_block);
         let correction = exp(m - m_new);
         l *= correction;
-        for (var e = 0u; e < dims; e++) {
-            acc[e] *= correction;
+        for (var n = 0u; n < MAX_QUADS_PER_THREAD; n++) {
+            acc[n] *= correction;
         }
         for (var j = 0u; j < BK; j++) {
-            let s = s_tile[r * BK + j];
-            let w = select(exp(s - m_new), 0.0, s == NEG);
+            let score = s_tile[r * BK + j];
+            let w = select(exp(score - m_new), 0.0, score == NEG);
             l += w;
-            for (var e = 0u; e < dims; e++) {
-                let d = t + e * ROW_THREADS;
-                if (d < HEAD_DIM) {
-                    acc[e] += w * v_tile[j * HEAD_DIM + d];
+            for (var n = 0u; n < MAX_QUADS_PER_THREAD; n++) {
+                let c = t + n * ROW_THREADS;
+                if (c < QUADS) {
+                    acc[n] += w * v_tile[j * QUADS + c];
                 }
             }
         }
@@ -144,10 +172,12 @@ fn main(
 
     if (i < p.tq) {
         let inv = select(0.0, 1.0 / l, l > 0.0);
-        for (var e = 0u; e < dims; e++) {
-            let d = t + e * ROW_THREADS;
-            if (d < HEAD_DIM) {
-                out[i * row_len + col0 + d] = acc[e] * inv;
+        for (var n = 0u; n < MAX_QUADS_PER_THREAD; n++) {
+            let c = t + n * ROW_THREADS;
+            for (var e = 0u; e < 4u; e++) {
+                if (c < QUADS && 4u * c + e < HEAD_DIM) {
+                    out[i * p.heads * HEAD_DIM + col0 + 4u * c + e] = acc[n][e] * inv;
+                }
             }
         }
     }

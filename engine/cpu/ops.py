@@ -7,6 +7,8 @@ working on whole arrays, never from cleverness that would hide a mistake.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from engine.ops import Activation, Ops, WeightSource
@@ -117,6 +119,9 @@ class NumpyOps(Ops):
     """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``."""
 
     name = "cpu"
+
+    def describe(self) -> str:
+        return f"numpy {np.__version__} on the CPU ({os.cpu_count()} cores)"
 
     # ---- data movement ------------------------------------------------------------------------
 

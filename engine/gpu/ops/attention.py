@@ -85,8 +85,9 @@ class AttentionOps(GpuOpsBase):
         """Keys per flash-attention block: 32, or 16 where the tiles of 32 would not fit the
         device's workgroup memory (head_dim 128 on lavapipe's 32 KiB)."""
         limit = self.device.limits["max-compute-workgroup-storage-size"]
+        quads = -(-head_dim // 4)  # the tiles hold vec4s; QUADS and K_STRIDE in attention.wgsl
         for keys in (32, 16):
-            floats = Q_ROWS * head_dim + keys * (head_dim + 1) + keys * head_dim + Q_ROWS * keys
+            floats = 4 * (Q_ROWS * quads + keys * (quads | 1) + keys * quads) + Q_ROWS * keys
             if floats * F32 <= limit:
                 return keys
         raise GpuError(f"Flash attention with head_dim {head_dim} needs more workgroup memory than the {limit} bytes this GPU has.")
