@@ -88,11 +88,73 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_models_list(args) -> int:
+    from engine import hub, models
+
+    mine = models.installed()
+    print("Installed:" if mine else "Installed: none yet (the default model is converted on first use)")
+    for model in mine:
+        print(f"{model.name:<24} {_megabytes(model.size):>8}  {model.source:<40} {model.path}")
+    have = {model.name for model in mine}
+    print("Available to pull (sayso models pull NAME):")
+    for model in hub.CATALOG.values():
+        if model.name not in have:
+            note = "" if model.runs else f"  (not runnable yet: this Sayso has no {model.family} transcriber)"
+            print(f"{model.name:<24} {model.size_mb:>5} MB  {model.languages}{note}")
+    return 0
+
+
+def cmd_models_pull(args) -> int:
+    from engine import hub
+
+    bar = _progress_bar(args.name)
+    path = hub.pull(args.name, progress=(lambda fraction, message: bar(fraction)) if bar else None)
+    print(f"{args.name}: {path}")
+    model = hub.lookup(args.name)
+    if not model.runs:
+        print(f"sayso: note: this version of Sayso can't run {model.family} models yet.", file=sys.stderr)
+    return 0
+
+
+def cmd_models_rm(args) -> int:
+    from engine import models
+
+    for model in models.remove(args.name):
+        print(f"Removed {model.name} ({model.source}, {_megabytes(model.size)}): {model.path}")
+    return 0
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.0f} MB"
+
+
+def cmd_doctor(args) -> int:
+    from app.doctor import run_doctor
+
+    return run_doctor()
+
+
+def selftest(audio: str) -> int:
+    """Load the default model, transcribe ``audio`` and print the text: 0 when there is text, else 1.
+
+    The packaged app's smoke test: it exercises the frozen engine, shaders and model without Qt.
+    """
+    from engine.engine import Engine
+
+    engine = Engine(notify=lambda message: print(message, file=sys.stderr))
+    text = engine.transcribe_file(audio).text.strip()
+    print(f"selftest: {engine.describe()}", file=sys.stderr)
+    print(text)
+    return 0 if text else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sayso", description="Local dictation and transcription on the GPU.")
     parser.add_argument("--toggle", action="store_true", help="start or stop dictation in the running app")
     parser.add_argument("--screenshots", metavar="DIR", help="save screenshots of the app's windows to DIR and exit")
-    parser.add_argument("--selftest", action="store_true", help="load the default model, transcribe a sample, exit 0 if it works")
+    parser.add_argument(
+        "--selftest", metavar="FILE", help="load the default model, transcribe FILE, print the text; exit 0 if there is text"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine does")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -123,6 +185,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", action="store_true", help="also run transcribe.cpp (Vulkan, CPU) on the same file, each in its own process")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_bench)
+
+    p = sub.add_parser("models", help="list, download (pull) or remove models")
+    models_sub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    q = models_sub.add_parser("list", help="installed models, and the published ones you can pull")
+    q.set_defaults(run=cmd_models_list)
+    q = models_sub.add_parser("pull", help="download a published model (resumes an interrupted download)")
+    q.add_argument("name", help="short name, e.g. whisper-base, moonshine-tiny, parakeet-v3 (see `sayso models list`)")
+    q.set_defaults(run=cmd_models_pull)
+    q = models_sub.add_parser("rm", help="delete an installed model")
+    q.add_argument("name")
+    q.set_defaults(run=cmd_models_rm)
+
+    p = sub.add_parser("doctor", help="check the GPU, models, microphone, shortcut and text delivery; say what to fix")
+    p.set_defaults(run=cmd_doctor)
     return parser
 
 
@@ -130,12 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.command is None:
+    if args.command is None and args.selftest is None:
         from app.main import run_app
 
         return run_app(argv)
     try:
-        return args.run(args)
+        return selftest(args.selftest) if args.command is None else args.run(args)
     except SaysoError as error:
         print(f"sayso: {error}", file=sys.stderr)
         return 1

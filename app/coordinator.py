@@ -31,7 +31,7 @@ from app.history_view import HistoryPage, entry_meta
 from app.hotkeys import HotkeyListener, display_server, format_hotkey
 from app.main_window import MainWindow
 from app.overlay import Overlay
-from app.recorder import Recorder, RecorderError
+from app.recorder import Recorder, RecorderError, rescan_devices
 from app.settings import Settings, SettingsStore
 from app.settings_view import SettingsPage
 from app.tray import Tray
@@ -46,6 +46,7 @@ RECENT_SHOWN = 4  # dictations listed on the Dictation page
 
 @dataclass
 class Take:
+    deliver: bool  # False when started from Sayso's own window: the text then stays here
     target: str | None  # the window that had the focus at key-down
     started: float  # time.monotonic()
     stopping: bool = False
@@ -55,6 +56,7 @@ class Take:
 @dataclass
 class Pending:
     entry_id: int | None
+    deliver: bool
     target: str | None
     released: float  # time.monotonic() at key-up, for the latency log
     duration: float
@@ -118,8 +120,9 @@ class Coordinator(QObject):
         self.hotkeys.pressed.connect(self._on_hotkey_pressed)
         self.hotkeys.released.connect(self._on_hotkey_released)
         self.delivery.done.connect(self._on_delivered)
-        self.dictation_page.record_clicked.connect(self.toggle)
+        self.dictation_page.record_clicked.connect(lambda: self.toggle(deliver=False))
         self.settings_page.changed.connect(self.apply_settings)
+        self.settings_page.rescan_requested.connect(self.rescan_microphones)
         self.history_page.entry_changed.connect(lambda _: self._show_last_dictation())
         self.window.files_dropped.connect(self.files_page.add_files)
         self.window.close_requested.connect(self._on_close_requested)
@@ -200,6 +203,18 @@ class Coordinator(QObject):
         self._refresh_state()
         return True
 
+    def rescan_microphones(self) -> None:
+        """Find microphones plugged in since the start (PortAudio must restart, so the stream reopens)."""
+        if self._take is not None:
+            return
+        self.recorder.close()
+        try:
+            rescan_devices()
+        except RecorderError as error:
+            log.warning("microphone: %s", error)
+        self._open_microphone()
+        self.settings_page.show_microphones()
+
     def _watch_hotkey(self) -> None:
         try:
             self.hotkeys.start(self.settings.hotkey)
@@ -267,9 +282,9 @@ class Coordinator(QObject):
 
     # ---- dictation ----------------------------------------------------------------------------------
 
-    def toggle(self) -> None:
+    def toggle(self, deliver: bool = True) -> None:
         if self._take is None:
-            self.start_dictation()
+            self.start_dictation(deliver)
         else:
             self.stop_dictation()
 
@@ -283,8 +298,11 @@ class Coordinator(QObject):
         if self.settings.mode == "hold":
             self.stop_dictation()
 
-    def start_dictation(self) -> bool:
-        """Start a take now; False (and a message) if the microphone can't be used."""
+    def start_dictation(self, deliver: bool = True) -> bool:
+        """Start a take now; False (and a message) if the microphone can't be used.
+
+        ``deliver``: type or paste the text into the window focused now; otherwise keep it in Sayso.
+        """
         if self._take is not None:
             return False
         if not self.recorder.is_open and not self._open_microphone():
@@ -294,7 +312,7 @@ class Coordinator(QObject):
         if self.settings.live_preview and self.client.ready:
             sink = self.client.begin_take(language=self.settings.language or None, prompt=self.settings.prompt)
         self.recorder.start_take(sink)
-        self._take = Take(self.delivery.capture_target(), time.monotonic())
+        self._take = Take(deliver, self.delivery.capture_target() if deliver else None, time.monotonic())
         if self.settings.cues:
             self.cues.play("start")
         if self.settings.overlay:
@@ -334,7 +352,7 @@ class Coordinator(QObject):
             log.error("history: can't save the recording: %s", error)
             self.dictation_page.notice.show_text(f"The recording couldn't be saved to History: {error}")
         job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt)
-        self._pending[job_id] = Pending(entry_id, take.target, take.released, len(pcm) / 16000)
+        self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000)
         if self.settings.overlay:
             self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
         self.history_page.refresh()
@@ -363,7 +381,7 @@ class Coordinator(QObject):
             self._refresh_state()
             self.dictation_done.emit("", None)
             return
-        if pending.target is not None and self._is_own_window(pending.target):
+        if not pending.deliver or (pending.target is not None and self._is_own_window(pending.target)):
             self._show_last_dictation()
             self.overlay.hide()
             self._refresh_state()

@@ -76,7 +76,7 @@ class Delivery(QObject):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self._processes: list[QProcess] = []
+        self._running: dict[QProcess, tuple[str, Callable[[bool, str], None]]] = {}
 
     # ---- target window ------------------------------------------------------------------------------
 
@@ -156,23 +156,31 @@ class Delivery(QObject):
         self._start(keys, after_keys)
 
     def _start(self, args: list[str], then: Callable[[bool, str], None]) -> None:
+        """Run ``args`` without waiting; ``then(ok, error)`` once it has exited.
+
+        The slots are bound methods that find the process through ``sender()``: a lambda that holds the
+        QProcess it is connected to crashes PySide6 when Qt deletes that process.
+        """
         process = QProcess(self)
-        self._processes.append(process)
-
-        def finished(code: int, status) -> None:
-            self._processes.remove(process)
-            ok = status == QProcess.ExitStatus.NormalExit and code == 0
-            error = "" if ok else f"{args[0]} failed: {bytes(process.readAllStandardError()).decode(errors='replace').strip()}"
-            process.deleteLater()
-            then(ok, error)
-
-        def failed_to_start(error: QProcess.ProcessError) -> None:
-            if error == QProcess.ProcessError.FailedToStart:  # no finished() follows this one
-                finished(-1, QProcess.ExitStatus.CrashExit)
-
-        process.finished.connect(finished)
-        process.errorOccurred.connect(failed_to_start)
+        self._running[process] = (args[0], then)
+        process.finished.connect(self._on_finished)
+        process.errorOccurred.connect(self._on_error)
         process.start(args[0], args[1:])
+
+    def _on_finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        process = self.sender()
+        ok = status == QProcess.ExitStatus.NormalExit and code == 0
+        error = "" if ok else bytes(process.readAllStandardError()).decode(errors="replace").strip()
+        self._complete(process, ok, error)
+
+    def _on_error(self, error: QProcess.ProcessError) -> None:
+        if error == QProcess.ProcessError.FailedToStart:  # no finished() follows this one
+            self._complete(self.sender(), False, "it could not be started")
+
+    def _complete(self, process: QProcess, ok: bool, error: str) -> None:
+        tool, then = self._running.pop(process)
+        process.deleteLater()
+        then(ok, "" if ok else f"{tool} failed: {error}")
 
     def _finish(self, result: DeliveryResult) -> None:
         if not result.delivered:

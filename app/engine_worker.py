@@ -10,9 +10,11 @@ ahead of queued history re-runs, which go ahead of file transcriptions. A job al
 interrupted, but every job carries a ``threading.Event`` the GUI thread can set to cancel it.
 
 While a dictation is being recorded, the recorder feeds 16 kHz blocks into a queue the worker drains
-every few hundred milliseconds; when the engine is idle it transcribes the take so far and emits
-``preview`` (the overlay's "text so far"). A preview is cancelled the moment the key is released, so it
-never delays the real transcription; previews back off when the engine is slow.
+every few hundred milliseconds; when the engine is idle it transcribes the end of the take so far and
+emits ``preview`` (the overlay's "text so far"). The key-up sets the preview's cancel event, but an
+engine only checks it between pieces of audio, so a preview in flight delays the real transcription
+until it ends. Previews are therefore sized to the engine's measured speed: each covers only as much of
+the take's end as the engine transcribes within PREVIEW_BUDGET, and a slow engine gets none.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ PRIORITY_FILE = 2
 
 PREVIEW_TICK_MS = 250
 PREVIEW_MIN_SECONDS = 1.0  # don't preview less audio than this: too little for the model to say anything
-PREVIEW_MAX_SECONDS = 25.0  # preview only the latest stretch of a long take (cost grows with length)
+PREVIEW_MAX_SECONDS = 25.0  # never more than this much of the take's end (Whisper's window is 30 s)
+PREVIEW_FIRST_SECONDS = 2.0  # the first preview of a session measures the engine's speed on this much
+PREVIEW_BUDGET = 0.4  # seconds one preview may take: the key-up waits for a preview already running
 PREVIEW_MIN_GAP = 0.75  # seconds between previews, at least
 
 EngineFactory = Callable[[Path, str], object]
@@ -132,6 +136,7 @@ class EngineWorker(QObject):
         self._preview_cancel: threading.Event | None = None
         self._preview_options: dict = {}
         self._next_preview = 0.0
+        self._preview_speed: float | None = None  # compute seconds per second of audio, from the last preview
         self._preview_timer = QTimer(self)  # a child, so it moves to the engine thread with the worker
         self._preview_timer.setInterval(PREVIEW_TICK_MS)
         self._preview_timer.timeout.connect(self._preview_tick)
@@ -277,8 +282,15 @@ class EngineWorker(QObject):
             or time.monotonic() < self._next_preview
         ):
             return
-        pcm = np.concatenate(self._take)[-int(PREVIEW_MAX_SECONDS * SAMPLE_RATE) :]
-        self._take, self._previewed_len = [pcm], self._take_len
+        if self._preview_speed is None:
+            seconds = PREVIEW_FIRST_SECONDS
+        else:
+            seconds = min(PREVIEW_MAX_SECONDS, PREVIEW_BUDGET / max(self._preview_speed, 1e-6))
+            if seconds < PREVIEW_MIN_SECONDS:
+                return  # this engine is too slow to preview without delaying the dictation
+        take = np.concatenate(self._take)[-int(PREVIEW_MAX_SECONDS * SAMPLE_RATE) :]
+        self._take, self._previewed_len = [take], self._take_len
+        pcm = take[-int(seconds * SAMPLE_RATE) :]
         started = time.monotonic()
         try:
             text = self._engine.transcribe(pcm, cancel=self._preview_cancel, **self._preview_options).text
@@ -286,7 +298,8 @@ class EngineWorker(QObject):
             log.debug("engine: preview stopped: %s", error)
             return
         spent = time.monotonic() - started
-        # Back off on a slow engine so previews never take more than about half of the engine's time.
+        self._preview_speed = spent / (len(pcm) / SAMPLE_RATE)
+        # Leave the engine idle at least as long as it worked, so previews take at most half its time.
         self._next_preview = time.monotonic() + max(PREVIEW_MIN_GAP, spent)
         if self._chunks is chunks and not self._preview_cancel.is_set():
             self.preview.emit(text.strip())

@@ -127,9 +127,11 @@ def _key_name(keyboard, listener, key) -> str:
 class HotkeyListener(QObject):
     """Emits ``pressed`` when the chord goes down and ``released`` when it comes up.
 
-    The chord is tracked on pynput's thread, where X's auto-repeat (a release and a press of the held
-    key, back to back, many times a second) is filtered out before anything reaches Qt: a release only
-    counts once no press of the same key followed within RELEASE_DEBOUNCE_MS. Doing this on the GUI
+    The chord is tracked on pynput's thread, where key auto-repeat is filtered out before anything
+    reaches Qt. X repeats a held key as presses, and on some servers as release+press pairs; a release
+    only counts once no press of that same key followed within RELEASE_DEBOUNCE_MS. (Repeated presses
+    of the held key can still arrive just after another chord key's release: X RECORD delivers in
+    batches. They don't revive the chord because its other key is no longer down.) Doing this on the GUI
     thread instead would misjudge repeats whenever the GUI is busy for longer than the debounce.
     """
 
@@ -142,6 +144,8 @@ class HotkeyListener(QObject):
         self._tracker: ChordTracker | None = None
         self._lock = threading.Lock()
         self._pending_release: threading.Timer | None = None
+        self._released_key = ""  # the key whose release is pending
+        self._generation = 0  # which start() the running listener belongs to
 
     @property
     def running(self) -> bool:
@@ -160,9 +164,11 @@ class HotkeyListener(QObject):
         except ImportError as error:
             raise RuntimeError(f"The global shortcut is unavailable: {error}") from error
         self._tracker = ChordTracker(chord)
+        self._generation += 1
+        generation = self._generation
         listener = keyboard.Listener(
-            on_press=lambda key: self.key_event(_key_name(keyboard, listener, key), True),
-            on_release=lambda key: self.key_event(_key_name(keyboard, listener, key), False),
+            on_press=lambda key: self.key_event(_key_name(keyboard, listener, key), True, generation),
+            on_release=lambda key: self.key_event(_key_name(keyboard, listener, key), False, generation),
         )
         listener.daemon = True
         listener.start()
@@ -172,6 +178,8 @@ class HotkeyListener(QObject):
 
     def stop(self) -> None:
         if self._listener is not None:
+            # pynput's X listener only notices stop() at the next key event, so its thread may linger
+            # until then; the generation check keeps its last events away from a newer listener.
             self._listener.stop()
             self._listener = None
         with self._lock:
@@ -180,14 +188,14 @@ class HotkeyListener(QObject):
             self._pending_release = None
             self._tracker = None
 
-    def key_event(self, name: str, down: bool) -> None:
+    def key_event(self, name: str, down: bool, generation: int | None = None) -> None:
         """One key press or release (called on pynput's thread; public so tests can feed events)."""
         with self._lock:
             tracker = self._tracker
-            if tracker is None:
+            if tracker is None or generation not in (None, self._generation):
                 return
             if down:
-                if self._pending_release is not None and any(_matches(k, name) for k in tracker.chord):
+                if self._pending_release is not None and name == self._released_key:
                     self._pending_release.cancel()  # auto-repeat: the chord never really came up
                     self._pending_release = None
                     tracker.press(name)
@@ -196,7 +204,7 @@ class HotkeyListener(QObject):
             elif tracker.release(name):
                 timer = threading.Timer(RELEASE_DEBOUNCE_MS / 1000, lambda: self._confirm_release(timer))
                 timer.daemon = True
-                self._pending_release = timer
+                self._pending_release, self._released_key = timer, name
                 timer.start()
 
     def _confirm_release(self, timer: threading.Timer) -> None:

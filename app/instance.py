@@ -63,10 +63,14 @@ class InstanceServer(QObject):
         self._server.close()
 
     def _accept(self) -> None:
-        while (socket := self._server.nextPendingConnection()) is not None:
-            socket.readyRead.connect(lambda s=socket: self._read(s))
+        while self._server.hasPendingConnections():
+            socket = self._server.nextPendingConnection()
+            socket.readyRead.connect(self._on_ready_read)
             socket.disconnected.connect(socket.deleteLater)
             self._read(socket)  # the line may have arrived already
+
+    def _on_ready_read(self) -> None:
+        self._read(self.sender())
 
     def _read(self, socket: QLocalSocket) -> None:
         while socket.canReadLine():

@@ -65,6 +65,14 @@ def input_devices() -> list[InputDevice]:
     return sorted(devices, key=lambda d: not d.is_default)
 
 
+def rescan_devices() -> None:
+    """Make PortAudio list the devices again: it reads them once, when it starts, so a microphone plugged
+    in (or a sound server started) later is unseen until then. Close every open stream first."""
+    sd = _sounddevice()
+    sd._terminate()
+    sd._initialize()
+
+
 def level_of(block: np.ndarray) -> float:
     """Loudness of a block on a 0..1 scale: RMS in dBFS mapped linearly from -60 dB (0) to 0 dB (1)."""
     rms = float(np.sqrt(np.mean(np.square(block), dtype=np.float64))) if block.size else 0.0
@@ -150,6 +158,7 @@ class Recorder:
             except Exception as error:  # a device that vanished can fail to close; it is gone either way
                 log.warning("recorder: closing the stream failed: %s", error)
             self._stream = None
+        self._resampler = None
         self.level = 0.0
 
     # ---- takes --------------------------------------------------------------------------------------

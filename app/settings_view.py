@@ -24,7 +24,7 @@ from app.hotkeys import WAYLAND_HINT, display_server, format_hotkey, parse_hotke
 from app.recorder import RecorderError, input_devices
 from app.settings import Settings
 from app.style import COLORS
-from app.widgets import Card, NoticeBar, PageHeader, label
+from app.widgets import Card, NoticeBar, PageHeader, icon_button, label
 
 LANGUAGES = [
     ("", "Detect automatically"), ("en", "English"), ("de", "German"), ("fr", "French"), ("es", "Spanish"),
@@ -166,6 +166,7 @@ def _select(combo: QComboBox, value) -> None:
 
 class SettingsPage(QWidget):
     changed = Signal(object)  # the new Settings
+    rescan_requested = Signal()  # the user wants the microphone list read again
 
     def __init__(self, settings: Settings, data_dir: Path, parent: QWidget | None = None):
         super().__init__(parent)
@@ -203,7 +204,15 @@ class SettingsPage(QWidget):
         card.body.addWidget(_row("Mode", "Hold the shortcut while you speak, or press it once to start and once to stop.", self.mode))
         self.microphone = QComboBox()
         self.microphone.currentIndexChanged.connect(self._changed)
-        card.body.addWidget(_row("Microphone", "", self.microphone))
+        rescan = icon_button("redo", "Look for microphones again (after plugging one in)")
+        rescan.clicked.connect(self.rescan_requested)
+        microphone = QWidget()
+        mic_row = QHBoxLayout(microphone)
+        mic_row.setContentsMargins(0, 0, 0, 0)
+        mic_row.setSpacing(6)
+        mic_row.addWidget(self.microphone, 1)
+        mic_row.addWidget(rescan)
+        card.body.addWidget(_row("Microphone", "", microphone))
         self.cues = QCheckBox("Play a sound")
         self.cues.toggled.connect(self._changed)
         card.body.addWidget(_row("Sound cues", "A short tone when recording starts and stops.", self.cues))
@@ -304,6 +313,12 @@ class SettingsPage(QWidget):
         if new != self._settings:
             self._settings = new
             self.changed.emit(new)
+
+    def show_microphones(self) -> None:
+        """Re-read the microphone list (keeping the choice) without emitting ``changed``."""
+        self._loading = True
+        self._fill_microphones(self._settings.input_device)
+        self._loading = False
 
     def _fill_microphones(self, selected: str) -> None:
         self.microphone.clear()

@@ -98,6 +98,8 @@ class RecordButton(QAbstractButton):
         self._busy = False
         self._level = 0.0
         self.setCursor(Qt.CursorShape.PointingHandCursor)
+        # No keyboard focus: the default shortcut holds Space, which would also "click" a focused button.
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.setFixedSize(diameter + 28, diameter + 28)
         self.setToolTip("Start dictating")
 

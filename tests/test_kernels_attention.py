@@ -2,7 +2,7 @@
 
 Sizes are small (lavapipe is slow) but each case crosses a boundary the kernels care about: more
 than one block of 16 query rows or 32 keys in flash attention, more than one block of 64 keys in
-``attend``, head sizes 36 / 52 / 64 / 128 and an odd one, causal offsets Tk - Tq != 0.
+``attend``, head sizes 36 / 52 / 64 / 128 and an odd one (33), causal offsets Tk - Tq != 0.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def both(gpu_ops, cpu_ops, method, *arrays, **kwargs):
         (3, 70, 4, 36, False),
         (20, 33, 2, 52, True),  # two query blocks, a partial key block
         (6, 40, 6, 128, False),  # the largest head (smaller key blocks where workgroup memory is 32 KiB)
+        (7, 45, 3, 33, True),  # odd head: heads start off 16-byte boundaries, the last quad is partial
     ],
 )
 def test_attention_matches_numpy(gpu_ops, cpu_ops, tq, tk, heads, head_dim, causal):
@@ -124,8 +125,8 @@ def test_attend_over_several_key_blocks(gpu_ops, cpu_ops, tq, length, causal):
 
 
 @pytest.mark.parametrize("head_dim", [52, 33])
-def test_cache_with_odd_pair_counts(gpu_ops, cpu_ops, head_dim):
-    """head_dim 52 packs to 26 pairs; 33 pads its last pair with a zero half."""
+def test_cache_with_other_head_sizes(gpu_ops, cpu_ops, head_dim):
+    """52 (Moonshine base, 26 pairs) and an odd 33, whose last pair has an empty high half."""
     rng = np.random.default_rng(head_dim)
     heads = 2
     caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 70, [(0, 40), (40, 27)], rng)

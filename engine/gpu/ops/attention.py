@@ -17,13 +17,12 @@ from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor
 
 MAX_HEAD_DIM = 128
-"""Largest head size the kernels take: 8 threads per query row times 16 output dims per thread in
-``attention.wgsl`` (every model we run has 36 to 64)."""
+"""Largest head size the kernels take: 8 threads per query row times 4 quads of 4 output dims per
+thread in ``attention.wgsl`` (every model we run has 36 to 64)."""
 
 Q_ROWS = 16  # query rows per flash-attention workgroup (Q_ROWS in attention.wgsl)
 KEY_BLOCK = 64  # keys per attend workgroup (BLOCK in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
 PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
-COMBINE_THREADS = 64  # COMBINE_THREADS in kv_cache.wgsl
 F32 = 4
 
 

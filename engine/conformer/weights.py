@@ -1,0 +1,113 @@
+"""Getting Conformer weights out of a GGUF file and onto a backend, in the shapes the ops want.
+
+Linear and convolution weights keep their GGUF type (F32, F16, Q8_0) where the backend takes it;
+other types (K-quants in some published files) are dequantized to F32 once at load. Slicing a
+weight by rows (one attention head's projection) or by columns (its share of the output projection)
+and repeating rows (the conv module's GLU trick) work on the raw GGUF blocks, so quantized weights
+stay quantized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ModelFileError
+from engine.gguf.reader import ModelFile
+from engine.ops import Ops, Tensor, WeightSource
+
+NATIVE_TYPES = ("F32", "F16", "Q8_0")
+"""Weight types every backend keeps as they are (``Ops.weight``)."""
+Q8_0_BLOCK, Q8_0_BYTES = 32, 34  # values per Q8_0 block, bytes per block (f16 scale + 32 int8)
+
+
+@dataclass
+class Linear:
+    """``y = x·Wᵀ + b``: weight [N, K] on the backend, bias [N] or None."""
+
+    weight: Any
+    bias: Tensor | None
+
+
+@dataclass
+class Norm:
+    """LayerNorm affine parameters [D]."""
+
+    weight: Tensor
+    bias: Tensor | None
+
+
+def matrix_source(model_file: ModelFile, name: str) -> WeightSource:
+    """Tensor ``name`` as a 2-D [N, K] weight: trailing axes (a conv kernel's [C_in, k]) flattened
+    into K, in a type the backends take (others dequantized to F32)."""
+    source = model_file.tensor(name)
+    rows = source.shape[0]
+    if source.ggml_type not in NATIVE_TYPES:
+        values = model_file.array(name).reshape(rows, -1)
+        return WeightSource(name, "F32", values.shape, values)
+    k = int(np.prod(source.shape[1:]))
+    return WeightSource(name, source.ggml_type, (rows, k), np.asarray(source.data).reshape(rows, -1))
+
+
+def row_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
+    """Rows start..stop-1 of a 2-D weight (one head's share of a projection)."""
+    return WeightSource(f"{source.name}[{start}:{stop}]", source.ggml_type, (stop - start, source.shape[1]),
+                        source.data[start:stop])
+
+
+def column_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
+    """Columns start..stop-1 of a 2-D weight (one head's share of the output projection). A Q8_0
+    weight sliced off its 32-value blocks is dequantized to F32."""
+    n = source.shape[0]
+    if source.ggml_type in ("F32", "F16"):
+        data = np.ascontiguousarray(source.data[:, start:stop])
+        return WeightSource(f"{source.name}[:, {start}:{stop}]", source.ggml_type, (n, stop - start), data)
+    if start % Q8_0_BLOCK == 0 and stop % Q8_0_BLOCK == 0:
+        data = np.ascontiguousarray(source.data[:, start // Q8_0_BLOCK * Q8_0_BYTES : stop // Q8_0_BLOCK * Q8_0_BYTES])
+        return WeightSource(f"{source.name}[:, {start}:{stop}]", "Q8_0", (n, stop - start), data)
+    values = np.ascontiguousarray(dequantized(source)[:, start:stop])
+    return WeightSource(f"{source.name}[:, {start}:{stop}]", "F32", values.shape, values)
+
+
+def stacked(name: str, parts: list[WeightSource]) -> WeightSource:
+    """Weights of one type and width stacked by rows."""
+    types = {p.ggml_type for p in parts}
+    if len(types) != 1:
+        raise ValueError(f"{name}: can't stack weights of types {sorted(types)}")
+    data = np.concatenate([np.asarray(p.data) for p in parts])
+    return WeightSource(name, parts[0].ggml_type, (sum(p.shape[0] for p in parts), parts[0].shape[1]), data)
+
+
+def dequantized(source: WeightSource) -> np.ndarray:
+    """float32 [N, K] values of a 2-D weight in a native type."""
+    from engine.cpu.ops import dequantize
+
+    return dequantize(source)
+
+
+def vector(model_file: ModelFile, ops: Ops, name: str) -> Tensor:
+    """A small F32 tensor (norm, bias) uploaded as is."""
+    return ops.tensor(model_file.array(name))
+
+
+def optional_vector(model_file: ModelFile, ops: Ops, name: str) -> Tensor | None:
+    return vector(model_file, ops, name) if model_file.has(name) else None
+
+
+def linear(model_file: ModelFile, ops: Ops, prefix: str) -> Linear:
+    """``prefix.weight`` (any rank, flattened to [N, K]) and ``prefix.bias`` when the file has it."""
+    return Linear(ops.weight(matrix_source(model_file, f"{prefix}.weight")),
+                  optional_vector(model_file, ops, f"{prefix}.bias"))
+
+
+def norm(model_file: ModelFile, ops: Ops, prefix: str) -> Norm:
+    return Norm(vector(model_file, ops, f"{prefix}.weight"), vector(model_file, ops, f"{prefix}.bias"))
+
+
+def require_shape(model_file: ModelFile, name: str, shape: tuple[int, ...]) -> None:
+    """A ModelFileError naming the tensor when it is missing or has another shape than the keys say."""
+    actual = model_file.tensor(name).shape
+    if tuple(actual) != tuple(shape):
+        raise ModelFileError(model_file.path, f"tensor '{name}' has shape {list(actual)}, expected {list(shape)}")

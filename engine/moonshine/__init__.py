@@ -1,0 +1,46 @@
+"""The Moonshine family: raw-waveform conv stem, encoder-decoder on a backend, SentencePiece-style tokenizer.
+
+Moonshine (Useful Sensors, tiny and base) is made for live dictation: it encodes exactly the audio it
+is given, so a two-second command costs a tenth of a 20 s piece, where Whisper always pays for 30 s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.gguf.reader import ModelFile
+from engine.moonshine.decode import transcribe_utterance
+from engine.moonshine.model import MoonshineModel
+from engine.moonshine.tokenizer import Tokenizer
+from engine.ops import Ops
+from engine.transcript import Segment
+
+WINDOW_SECONDS = 30.0
+"""The longest piece: 6.5 tokens a second fill the decoder's 193 positions at 30 s, and Moonshine was
+trained on utterances, not long recordings."""
+
+
+class MoonshineTranscriber:
+    """Transcribes pieces of up to ``window_seconds``; the engine cuts longer audio into such pieces."""
+
+    window_seconds = WINDOW_SECONDS
+
+    def __init__(self, model_file: ModelFile, ops: Ops):
+        self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
+        self.model = MoonshineModel(model_file, ops)
+        self.tokenizer = Tokenizer.from_model_file(model_file)
+        self.languages = [str(code) for code in model_file.get("general.languages", ["en"])]
+
+    def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
+                   task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
+        """The segment of one piece, in seconds from the start of the file. Moonshine takes no prompt
+        (``prompt`` is ignored) and neither detects languages nor translates."""
+        if task != "transcribe":
+            raise ValueError(f"{self.name} can't {task}; it only transcribes")
+        if language is not None and language not in self.languages:
+            raise ValueError(f"{self.name} transcribes {', '.join(self.languages)} only, not {language!r}")
+        return transcribe_utterance(self.model, self.tokenizer, pcm, offset), self.languages[0]
+
+
+def load(model_file: ModelFile, ops: Ops) -> MoonshineTranscriber:
+    return MoonshineTranscriber(model_file, ops)

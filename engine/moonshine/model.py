@@ -1,0 +1,301 @@
+"""Moonshine's encoder and decoder, written once against ``engine.ops.Ops`` so they run on any backend.
+
+Weights come from a GGUF file in transcribe.cpp's layout (``enc.*``, ``dec.*`` tensors, ``stt.moonshine.*``
+keys). Moonshine reads the raw waveform: its frontend is a convolution stem (strides 64, 3, 2), so audio
+of any length becomes about n / 384 encoder positions (one per 24 ms), with no padding to a fixed window. Positions enter through rotary embeddings on part of each head, in the encoder and
+in the decoder's self-attention (interleaved pairs, as the original Keras model turned them).
+
+Shapes: the encoder maps pcm [n] (16 kHz) to states [T, d]; the decoder maps token ids to logits [vocab]
+for the last one. The model code does no arithmetic of its own on activations: every step is an ``ops``
+call, and numpy only touches data where it enters (pcm) or leaves (logits read back for the sampler).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ModelFileError
+from engine.ops import Ops, Tensor, WeightSource
+
+LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
+STEM_KERNELS = (127, 7, 3)
+STEM_STRIDES = (64, 3, 2)
+
+
+def encoder_length(n_samples: int) -> int:
+    """Encoder positions for ``n_samples`` of audio (0 when too short for the stem's kernels)."""
+    t = n_samples
+    for kernel, stride in zip(STEM_KERNELS, STEM_STRIDES):
+        if t < kernel:
+            return 0
+        t = (t - kernel) // stride + 1
+    return t
+
+
+MIN_SAMPLES = next(n for n in range(1, 4096) if encoder_length(n) > 0)
+"""The shortest audio the stem turns into at least one position (895 samples, 56 ms)."""
+
+
+@dataclass(frozen=True)
+class MoonshineConfig:
+    """Hyperparameters and special token ids from the ``stt.moonshine.*`` keys of the model file."""
+
+    d_model: int
+    ffn_dim: int
+    n_encoder_layers: int
+    n_encoder_heads: int
+    n_decoder_layers: int
+    n_decoder_heads: int
+    n_vocab: int
+    max_positions: int  # decoder positions, the start token included (194)
+    rotary_dims: int  # per head, the leading dims that turn; the rest pass through
+    rope_theta: float
+    groupnorm_eps: float
+    decoder_start: int
+    eos: int
+
+    @classmethod
+    def from_model_file(cls, model_file) -> MoonshineConfig:
+        def key(name: str):
+            return model_file.require(f"stt.moonshine.{name}")
+
+        def refuse(problem: str) -> ModelFileError:
+            return ModelFileError(model_file.path, problem, "Use a Moonshine tiny or base file.")
+
+        for stack in ("encoder", "decoder"):
+            if int(key(f"{stack}.n_kv_heads")) != int(key(f"{stack}.n_heads")):
+                raise refuse(f"has grouped key/value heads in its {stack}, which this engine doesn't run")
+        if int(key("encoder.d_model")) != int(key("decoder.d_model")):
+            raise refuse("has an encoder and a decoder of different widths")
+        if (str(key("encoder.activation")), str(key("decoder.activation"))) != ("gelu", "silu"):
+            raise refuse("has activations other than Moonshine's GELU encoder and SwiGLU decoder")
+        if bool(key("attention_bias")) or not bool(key("decoder.tie_word_embeddings")):
+            raise refuse("has attention biases or a separate output projection")
+        stem = (tuple(int(k) for k in key("conv_stem.kernel_sizes")), tuple(int(s) for s in key("conv_stem.strides")))
+        if stem != (STEM_KERNELS, STEM_STRIDES) or int(key("conv_stem.groupnorm_num_groups")) != 1:
+            raise refuse(f"has a convolution stem {stem} other than Moonshine's")
+        if model_file.get("stt.frontend.type") != "raw" or int(model_file.get("stt.frontend.sample_rate", 0)) != 16000:
+            raise refuse("doesn't take raw 16 kHz audio")
+        d_model, heads = int(key("decoder.d_model")), int(key("decoder.n_heads"))
+        # the factor is float32 in the file: nudged so that e.g. 0.9 * 40 still gives 36, as in float64
+        rotary_dims = int(d_model // heads * float(key("partial_rotary_factor")) + 1e-4)
+        return cls(
+            d_model=d_model,
+            ffn_dim=int(key("decoder.ffn_dim")),
+            n_encoder_layers=int(key("encoder.n_layers")),
+            n_encoder_heads=int(key("encoder.n_heads")),
+            n_decoder_layers=int(key("decoder.n_layers")),
+            n_decoder_heads=heads,
+            n_vocab=int(key("decoder.vocab_size")),
+            max_positions=int(key("decoder.max_position_embeddings")),
+            rotary_dims=rotary_dims,
+            rope_theta=float(key("rope_theta")),
+            groupnorm_eps=float(key("conv_stem.groupnorm_eps")),
+            decoder_start=int(key("decoder_start_token_id")),
+            eos=int(key("eos_token_id")),
+        )
+
+
+@dataclass
+class Linear:
+    weight: Any  # backend weight [N, K]
+    bias: Tensor | None  # [N]; Moonshine's attention projections have none
+
+
+@dataclass
+class Attention:
+    q: Linear
+    k: Linear
+    v: Linear
+    out: Linear
+
+
+@dataclass
+class EncoderBlock:
+    norm_attn: Tensor  # LayerNorm weights [d]; Moonshine's norms have no bias
+    attn: Attention
+    norm_ffn: Tensor
+    fc1: Linear  # GELU MLP: d -> ffn -> d
+    fc2: Linear
+
+
+@dataclass
+class DecoderBlock:
+    norm_self: Tensor
+    self_attn: Attention
+    norm_cross: Tensor
+    cross_attn: Attention
+    norm_ffn: Tensor
+    fc1: Linear  # SwiGLU MLP: d -> [value, gate] 2*ffn -> ffn -> d
+    fc2: Linear
+
+
+@dataclass
+class EncoderOutput:
+    """One encoded utterance: ``states`` [T, d] and, per decoder layer, a KV cache of that layer's
+    cross-attention keys and values of the states (computed once, read at every decoder step)."""
+
+    states: Tensor
+    cross_caches: list[Any]
+
+    @property
+    def length(self) -> int:
+        return self.states.shape[0]
+
+
+@dataclass
+class DecoderState:
+    """One decoding: per-layer self-attention KV caches filled up to ``position``."""
+
+    encoder_output: EncoderOutput
+    self_caches: list[Any]
+    position: int = 0
+
+
+class MoonshineModel:
+    """Moonshine's weights on a backend, with ``encode`` and an incremental ``decode_step``."""
+
+    def __init__(self, model_file, ops: Ops):
+        self.ops = ops
+        self.config = c = MoonshineConfig.from_model_file(model_file)
+        self.stem = [self._conv(model_file, f"enc.conv.{i}", bias=i > 0) for i in range(3)]
+        self.stem_norm = (self._vector(model_file, "enc.conv.norm.weight"), self._vector(model_file, "enc.conv.norm.bias"))
+        self.enc_blocks = [
+            EncoderBlock(
+                norm_attn=self._vector(model_file, f"enc.blocks.{i}.norm_attn.weight"),
+                attn=self._attention(model_file, f"enc.blocks.{i}.attn"),
+                norm_ffn=self._vector(model_file, f"enc.blocks.{i}.norm_ffn.weight"),
+                fc1=self._linear(model_file, f"enc.blocks.{i}.ffn.fc1"),
+                fc2=self._linear(model_file, f"enc.blocks.{i}.ffn.fc2"),
+            )
+            for i in range(c.n_encoder_layers)
+        ]
+        self.enc_final_norm = self._vector(model_file, "enc.final_norm.weight")
+        # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
+        self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
+        self.dec_blocks = [
+            DecoderBlock(
+                norm_self=self._vector(model_file, f"dec.blocks.{i}.norm_self.weight"),
+                self_attn=self._attention(model_file, f"dec.blocks.{i}.self_attn"),
+                norm_cross=self._vector(model_file, f"dec.blocks.{i}.norm_cross.weight"),
+                cross_attn=self._attention(model_file, f"dec.blocks.{i}.cross_attn"),
+                norm_ffn=self._vector(model_file, f"dec.blocks.{i}.norm_ffn.weight"),
+                fc1=self._linear(model_file, f"dec.blocks.{i}.ffn.fc1"),
+                fc2=self._linear(model_file, f"dec.blocks.{i}.ffn.fc2"),
+            )
+            for i in range(c.n_decoder_layers)
+        ]
+        self.dec_final_norm = self._vector(model_file, "dec.final_norm.weight")
+
+    # ---- loading ----------------------------------------------------------------------------------
+
+    def _vector(self, model_file, name: str) -> Tensor:
+        return self.ops.tensor(model_file.array(name))
+
+    def _linear(self, model_file, prefix: str) -> Linear:
+        bias = f"{prefix}.bias"
+        return Linear(
+            weight=self.ops.weight(model_file.tensor(f"{prefix}.weight")),
+            bias=self._vector(model_file, bias) if model_file.has(bias) else None,
+        )
+
+    def _conv(self, model_file, prefix: str, bias: bool) -> Linear:
+        """A conv1d weight [C_out, C_in, k] flattened to [C_out, C_in*k], the column order of ``im2col``."""
+        source = model_file.tensor(f"{prefix}.weight")
+        if source.ggml_type not in ("F32", "F16"):
+            raise ModelFileError(model_file.path, f"tensor '{source.name}' is {source.ggml_type}; "
+                                 "convolution kernels must be F32 or F16")  # fmt: skip
+        c_out = source.shape[0]
+        flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
+                            np.asarray(source.data).reshape(c_out, -1))  # fmt: skip
+        return Linear(self.ops.weight(flat), self._vector(model_file, f"{prefix}.bias") if bias else None)
+
+    def _attention(self, model_file, prefix: str) -> Attention:
+        return Attention(*(self._linear(model_file, f"{prefix}.{part}") for part in ("q", "k", "v", "out")))
+
+    # ---- building blocks ----------------------------------------------------------------------------
+
+    def _apply(self, x: Tensor, linear: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
+        """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (the decoder's steps)."""
+        product = self.ops.gemv if x.shape[0] == 1 else self.ops.gemm
+        return product(x, linear.weight, linear.bias, act=act, residual=residual)
+
+    def _norm(self, x: Tensor, weight: Tensor) -> Tensor:
+        return self.ops.layer_norm(x, weight, None, LAYER_NORM_EPS)
+
+    def _rotate(self, x: Tensor, n_heads: int, pos0: int) -> Tensor:
+        c = self.config
+        return self.ops.rotary(x, n_heads, c.rotary_dims, c.rope_theta, pos0, interleaved=True)
+
+    # ---- encoder ------------------------------------------------------------------------------------
+
+    def encode(self, pcm: np.ndarray) -> EncoderOutput:
+        """Encode one utterance: pcm float32 [n] at 16 kHz, at least ``MIN_SAMPLES`` long."""
+        ops, c = self.ops, self.config
+        pcm = np.asarray(pcm, np.float32).reshape(-1)
+        if len(pcm) < MIN_SAMPLES:
+            raise ValueError(f"Moonshine needs at least {MIN_SAMPLES} samples of audio, got {len(pcm)}")
+        x = ops.tensor(pcm.reshape(-1, 1))  # time-major [n, 1]
+        conv0, conv1, conv2 = self.stem
+        x = ops.gemm(ops.im2col(x, STEM_KERNELS[0], STEM_STRIDES[0], 0), conv0.weight, act="tanh")
+        x = ops.group_norm(x, 1, *self.stem_norm, eps=c.groupnorm_eps)
+        x = ops.gemm(ops.im2col(x, STEM_KERNELS[1], STEM_STRIDES[1], 0), conv1.weight, conv1.bias, act="gelu")
+        x = ops.gemm(ops.im2col(x, STEM_KERNELS[2], STEM_STRIDES[2], 0), conv2.weight, conv2.bias, act="gelu")
+        for block in self.enc_blocks:  # x: [T, d]
+            h = self._norm(x, block.norm_attn)
+            attn = block.attn
+            q = self._rotate(self._apply(h, attn.q), c.n_encoder_heads, 0)
+            k = self._rotate(self._apply(h, attn.k), c.n_encoder_heads, 0)
+            x = self._apply(ops.attention(q, k, self._apply(h, attn.v), c.n_encoder_heads), attn.out, residual=x)
+            hidden = self._apply(self._norm(x, block.norm_ffn), block.fc1, act="gelu")
+            x = self._apply(hidden, block.fc2, residual=x)
+        states = self._norm(x, self.enc_final_norm)
+        return EncoderOutput(states, [self._cross_cache(states, block.cross_attn) for block in self.dec_blocks])
+
+    def _cross_cache(self, states: Tensor, attn: Attention) -> Any:
+        c = self.config
+        cache = self.ops.kv_cache(c.n_decoder_heads, c.d_model // c.n_decoder_heads, states.shape[0])
+        self.ops.kv_pack(cache, self._apply(states, attn.k), self._apply(states, attn.v), 0)
+        return cache
+
+    # ---- decoder ------------------------------------------------------------------------------------
+
+    def decoder_session(self, encoder_output: EncoderOutput) -> DecoderState:
+        """Empty self-attention caches (``max_positions`` each) over one encoded utterance."""
+        c = self.config
+        caches = [self.ops.kv_cache(c.n_decoder_heads, c.d_model // c.n_decoder_heads, c.max_positions)
+                  for _ in range(c.n_decoder_layers)]  # fmt: skip
+        return DecoderState(encoder_output, caches)
+
+    def decode_step(self, state: DecoderState, token_id: int) -> np.ndarray:
+        """Feed one token at the state's position; return float32 logits [n_vocab] for the next one."""
+        return self.ops.read(self.step_logits(state, self.ops.ids(np.array([token_id], np.uint32))))[0]
+
+    def step_logits(self, state: DecoderState, ids: Tensor) -> Tensor:
+        """One decoder step on the backend: ids [1] in, logits tensor [1, n_vocab] out, no read-back."""
+        ops, c = self.ops, self.config
+        pos0 = state.position
+        if pos0 + 1 > c.max_positions:
+            raise ValueError(f"the decoder holds {c.max_positions} tokens; token {pos0 + 1} was fed")
+        x = ops.embed(ids, self.token_embedding, None, 0)
+        cross_length = state.encoder_output.length
+        for block, self_cache, cross_cache in zip(self.dec_blocks, state.self_caches, state.encoder_output.cross_caches):
+            h = self._norm(x, block.norm_self)
+            attn = block.self_attn
+            k = self._rotate(self._apply(h, attn.k), c.n_decoder_heads, pos0)
+            ops.kv_pack(self_cache, k, self._apply(h, attn.v), pos0)
+            q = self._rotate(self._apply(h, attn.q), c.n_decoder_heads, pos0)
+            x = self._apply(ops.attend(q, self_cache, pos0 + 1, causal=True), attn.out, residual=x)
+
+            h = self._norm(x, block.norm_cross)
+            attn = block.cross_attn
+            heard = ops.attend(self._apply(h, attn.q), cross_cache, cross_length, causal=False)
+            x = self._apply(heard, attn.out, residual=x)
+
+            hidden = ops.swiglu(self._apply(self._norm(x, block.norm_ffn), block.fc1))
+            x = self._apply(hidden, block.fc2, residual=x)
+        state.position = pos0 + 1
+        return ops.gemv(self._norm(x, self.dec_final_norm), self.token_embedding)

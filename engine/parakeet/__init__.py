@@ -1,0 +1,51 @@
+"""NVIDIA Parakeet (TDT v2/v3, and the RNN-T and CTC heads of the same family) from transcribe.cpp's
+GGUF layout (``general.architecture = "parakeet"``).
+
+``load(model_file, ops)`` returns the transcriber the engine drives: one piece of audio (up to
+``window_seconds``) in, one segment with token timestamps (80 ms encoder frames) out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.conformer.text import Vocabulary, segment
+from engine.errors import SaysoError
+from engine.gguf.reader import ModelFile
+from engine.ops import Ops
+from engine.parakeet.config import ParakeetConfig
+from engine.parakeet.frontend import Frontend
+from engine.parakeet.model import ParakeetModel
+from engine.transcript import Segment
+
+
+class ParakeetTranscriber:
+    """Parakeet on a backend: ``transcribe(pcm, offset, language, task, prompt) -> (segments, language)``."""
+
+    window_seconds = 30.0
+    """The engine's piece length: 375 encoder frames, within the 256-frame local-attention reach of
+    every frame's neighbourhood that transcribe.cpp uses, and well inside what the models train on."""
+
+    def __init__(self, model_file: ModelFile, ops: Ops):
+        self.config = ParakeetConfig.from_model_file(model_file)
+        self.name = self.config.name
+        self.vocabulary = Vocabulary.from_model_file(model_file)
+        self.frontend = Frontend(self.config)
+        self.model = ParakeetModel(model_file, ops, self.config)
+
+    def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
+                   task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
+        """Transcribe one piece (16 kHz mono float32). ``prompt`` is ignored: Parakeet takes none."""
+        if task != "transcribe":
+            raise SaysoError(f"{self.name} only transcribes; it can't {task}. Use a Whisper model to translate.")
+        spoken = language or (self.config.languages[0] if len(self.config.languages) == 1 else "")
+        if self.frontend.frames(len(pcm)) < 2:  # too short for a frame and its normalisation
+            return [], spoken
+        encoded = self.model.encode(self.frontend(pcm))
+        emissions = [e for e in self.model.decode(encoded)
+                     if not (self.vocabulary.is_control(e.id) or self.vocabulary.is_language_tag(e.id))]
+        return segment(self.vocabulary, emissions, self.config.frame_seconds, offset), spoken
+
+
+def load(model_file: ModelFile, ops: Ops) -> ParakeetTranscriber:
+    return ParakeetTranscriber(model_file, ops)

@@ -1,0 +1,74 @@
+"""Driving target_window.py: a real text field in another process, on the test's X display."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PROGRAM = Path(__file__).with_name("target_window.py")
+
+
+class TargetWindow:
+    """Starts the program, finds its X window, and collects what arrives in its text field."""
+
+    def __init__(self, title: str):
+        self.title = title
+        env = {**os.environ, "QT_QPA_PLATFORM": "xcb"}
+        self.process = subprocess.Popen(
+            [sys.executable, str(PROGRAM), title], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.text, self.changed_at = "", 0.0
+        found = subprocess.run(["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60)
+        self.window = found.stdout.split()[0]
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(json.loads(line))
+
+    def focus(self) -> None:
+        subprocess.run(["xdotool", "windowfocus", "--sync", self.window], check=True, timeout=10)
+
+    def wait_for_text(self, predicate, timeout: float) -> str:
+        """Wait until the field's text satisfies ``predicate``; returns it (``changed_at``: when it changed)."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self.text):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"{self.title} has {self.text!r} after {timeout} s")
+            try:
+                message = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if "text" in message:
+                self.text, self.changed_at = message["text"], message["t"]
+        return self.text
+
+    def command(self, line: str) -> None:
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def clipboard(self, timeout: float = 10) -> str:
+        self.command("print-clipboard")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = self.lines.get(timeout=timeout)
+            if "clipboard" in message:
+                return message["clipboard"]
+            if "text" in message:
+                self.text, self.changed_at = message["text"], message["t"]
+        raise AssertionError("no clipboard reply")
+
+    def close(self) -> None:
+        try:
+            self.command("quit")
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()

@@ -1,0 +1,122 @@
+"""End to end, as a user dictates: Sayso runs as its own process on an X display (Xvfb), its microphone is
+a PulseAudio null sink's monitor into which the test plays real speech, xdotool holds the shortcut, and
+the words must arrive in another process's window. Run with -s to see the key-up-to-text times.
+"""
+
+import os
+import re
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import soundfile
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from e2e.app_process import AppProcess  # noqa: E402
+from e2e.fixtures import desktop  # noqa: E402, F401
+from e2e.services import require  # noqa: E402
+from e2e.target import TargetWindow  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+JFK = SHARED / "audio" / "jfk.wav"
+BECKETT = SHARED / "audio" / "beckett.wav"
+JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
+BECKETT_WORDS = "ever tried ever failed no matter try again fail again fail better"
+
+
+def words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z']+", text.lower()))
+
+
+def xdotool(*args: str) -> None:
+    subprocess.run(["xdotool", *args], check=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def sayso(desktop, tmp_path_factory):
+    require("xdotool", "xterm", "paplay")
+    data = tmp_path_factory.mktemp("sayso-data")
+    settings = {"model": str(MODEL), "device": "cpu", "hotkey": "ctrl+space", "mode": "hold", "delivery": "paste", "cues": False}
+    app = AppProcess(data, settings)
+    app.wait_for_log(r"Sayso is ready", timeout=600)
+    app.data = data
+    yield app
+    assert app.stop() == 0, "\n".join(app.log[-30:])
+
+
+@pytest.fixture
+def windows():
+    opened = []
+    yield lambda title: opened.append(TargetWindow(title)) or opened[-1]
+    for window in opened:
+        window.close()
+
+
+def _history_rows(data: Path) -> list[tuple]:
+    with sqlite3.connect(f"file:{data / 'history.sqlite3'}?mode=ro", uri=True) as db:
+        return db.execute("SELECT text, audio_path, status FROM dictations ORDER BY id").fetchall()
+
+
+def test_hold_to_talk_pastes_into_another_app(sayso, desktop, windows):
+    editor = windows("sayso-e2e-editor")
+    editor.command("clipboard what the user had copied")
+    editor.focus()
+    time.sleep(0.3)
+    xdotool("keydown", "ctrl+space")
+    desktop.play(JFK)  # 11 s of speech into the microphone, while the key is held
+    key_up = time.time()
+    xdotool("keyup", "ctrl+space")
+    text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
+    latency = editor.changed_at - key_up
+    print(f"\nkey-up to text (hold to talk, paste, 11 s of speech): {latency * 1000:.0f} ms")
+    assert words(text) == JFK_WORDS
+    sayso.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+    assert editor.clipboard() == "what the user had copied"  # the clipboard was restored
+    (row,) = [r for r in _history_rows(sayso.data) if words(r[0]) == JFK_WORDS]
+    assert row[2] == "done" and Path(row[1]).exists()
+    recorded, rate = soundfile.read(row[1])
+    assert rate == 16000 and len(recorded) / rate >= 11.0  # pre-roll and tail included
+
+
+def test_toggle_from_a_desktop_shortcut_types_into_a_terminal(sayso, desktop, tmp_path):
+    out = tmp_path / "typed.txt"
+    title = "sayso-e2e-terminal"
+    terminal = subprocess.Popen(["xterm", "-T", title, "-e", f"stty -icanon -echo; cat > {out}"])
+    try:
+        window = subprocess.run(["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60).stdout.split()[0]
+        xdotool("windowfocus", "--sync", window)
+        time.sleep(0.5)
+        assert sayso.run("--toggle").returncode == 0  # what a desktop shortcut bound to `sayso --toggle` runs
+        desktop.play(BECKETT)
+        toggled = time.time()
+        assert sayso.run("--toggle").returncode == 0
+        deadline = time.time() + 300
+        while not (out.exists() and "better" in out.read_text()) and time.time() < deadline:
+            time.sleep(0.05)
+        print(f"\n`sayso --toggle` to text (typed into xterm, 10 s of speech): {(time.time() - toggled) * 1000:.0f} ms")
+        assert words(out.read_text()) == BECKETT_WORDS
+        sayso.wait_for_log(r"delivered \d+ characters by type", timeout=30)  # a terminal gets typed text
+    finally:
+        terminal.kill()
+
+
+def test_text_stays_in_sayso_when_the_focus_moves(sayso, desktop, windows, tmp_path):
+    speech, rate = soundfile.read(JFK, dtype="float32")
+    short = tmp_path / "short.wav"
+    soundfile.write(short, speech[: 4 * rate], rate)  # "And so my fellow Americans" and a bit
+    first, second = windows("sayso-e2e-first"), windows("sayso-e2e-second")
+    first.focus()
+    time.sleep(0.3)
+    xdotool("keydown", "ctrl+space")
+    desktop.play(short)
+    second.focus()  # the user moved on before letting go
+    xdotool("keyup", "ctrl+space")
+    sayso.wait_for_log(r"kept in app", timeout=300)
+    time.sleep(0.5)
+    assert first.text == "" and second.text == ""
+    last_text = words(_history_rows(sayso.data)[-1][0])
+    assert last_text.startswith("and so my fellow americans")  # kept in History (and shown in the window)

@@ -1,0 +1,53 @@
+"""``sayso`` without a subcommand: run_app's --toggle and --screenshots, in their own processes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtGui import QImage  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+JFK = SHARED / "audio" / "jfk.wav"
+
+
+def _run(tmp_path, *args, timeout=600):
+    env = {**os.environ, "SAYSO_DATA_DIR": str(tmp_path / "data"), "QT_QPA_PLATFORM": "offscreen"}
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_toggle_without_a_running_sayso_says_so(tmp_path):
+    result = _run(tmp_path, "--toggle", timeout=60)
+    assert result.returncode == 1
+    assert "isn't running" in result.stderr
+
+
+def _image(path: Path) -> np.ndarray:
+    image = QImage(str(path)).convertToFormat(QImage.Format.Format_RGBA8888)
+    assert not image.isNull(), path
+    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)
+    return pixels[:, : image.width()].copy()  # a copy: the buffer dies with the QImage
+
+
+def test_screenshots(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "settings.json").write_text(json.dumps({"model": str(MODEL), "device": "cpu"}))
+    out = tmp_path / "shots"
+    result = _run(tmp_path, "--screenshots", str(out), "--screenshot-audio", str(JFK))
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = sorted(p.name for p in out.glob("*.png"))
+    assert names == ["files-view.png", "history.png", "main-window.png", "overlay-recording.png", "settings.png"]
+    window = _image(out / "main-window.png")
+    assert window.shape[:2] == (660, 980)
+    files = _image(out / "files-view.png")
+    assert files.shape == window.shape and not np.array_equal(files, window)
+    overlay = _image(out / "overlay-recording.png")
+    assert overlay.shape[1] == 400 and overlay[overlay.shape[0] // 2, overlay.shape[1] // 2, 3] > 200
+    assert overlay[0, 0, 3] == 0  # rounded, transparent corners

@@ -1,0 +1,326 @@
+"""The model manager against a real HTTP server on 127.0.0.1 that answers like the Hugging Face hub.
+
+The server is two ``http.server`` instances, as on the real hub: the hub port answers
+``HEAD/GET /{repo}/resolve/{revision}/{file}`` with a 302 carrying ``X-Repo-Commit``, ``X-Linked-Etag``
+(the sha256) and ``X-Linked-Size``, and sends the bytes' address on the other port (another origin,
+like the hub's CDN), which serves them with Range support. huggingface_hub 2.4 is the client, unmodified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+from huggingface_hub import constants, hf_hub_download
+
+from engine import hub, models
+from engine.errors import SaysoError
+from engine.gguf.reader import ModelFile
+from engine.gguf.writer import Meta, TensorOut, write_gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+CHUNK = constants.DOWNLOAD_CHUNK_SIZE  # huggingface_hub writes what it receives in pieces of this size
+_RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<file>[^?]+)$")
+
+
+class FakeHub:
+    """Serves ``files[(repo_id, filename)]``; ``requests`` records (method, path, Range header).
+
+    ``drop_after``: the next GET of a file sends that many bytes, then closes the connection.
+    ``stall_after``: every GET sends that many bytes, then waits until ``release`` is set.
+    ``corrupt``: the bytes sent differ from the advertised sha256 (same length).
+    """
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[str, str], bytes] = {}
+        self.requests: list[tuple[str, str, str | None]] = []
+        self.drop_after: int | None = None
+        self.stall_after: int | None = None
+        self.release = threading.Event()
+        self.corrupt = False
+        self.front = self._serve(self._front_handler())
+        self.cdn = self._serve(self._cdn_handler())
+        self.url = f"http://127.0.0.1:{self.front.server_port}"
+
+    def add(self, repo_id: str, filename: str, data: bytes) -> None:
+        self.files[(repo_id, filename)] = data
+
+    def gets(self) -> list[tuple[str, str, str | None]]:
+        """The requests for file bytes (huggingface_hub also asks the hub for other things, e.g. telemetry)."""
+        return [r for r in self.requests if r[1].startswith("/blobs/")]
+
+    def close(self) -> None:
+        self.release.set()
+        for server in (self.front, self.cdn):
+            server.shutdown()
+            server.server_close()
+
+    @staticmethod
+    def _serve(handler) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    def _front_handler(self):
+        fake = self
+
+        class Front(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self._resolve()
+
+            def do_GET(self) -> None:
+                self._resolve()
+
+            def _resolve(self) -> None:
+                fake.requests.append((self.command, self.path, self.headers.get("Range")))
+                match = _RESOLVE.match(self.path)
+                data = match and fake.files.get((match["repo"], match["file"]))
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("X-Error-Code", "EntryNotFound")
+                    self.send_header("X-Repo-Commit", COMMIT)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                sha = hashlib.sha256(data).hexdigest()
+                self.send_response(302)
+                self.send_header("Location", f"http://127.0.0.1:{fake.cdn.server_port}/blobs/{sha}")
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.send_header("X-Linked-Etag", f'"{sha}"')
+                self.send_header("X-Linked-Size", str(len(data)))
+                self.send_header("ETag", '"git-object-id-of-the-lfs-pointer"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        return Front
+
+    def _cdn_handler(self):
+        fake = self
+
+        class Cdn(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                fake.requests.append(("GET", self.path, self.headers.get("Range")))
+                sha = self.path.rsplit("/", 1)[-1]
+                data = next((d for d in fake.files.values() if hashlib.sha256(d).hexdigest() == sha), None)
+                if data is None:
+                    self.send_error(404)
+                    return
+                if fake.corrupt:
+                    data = bytes([data[0] ^ 0xFF]) + data[1:]
+                start = int(re.match(r"bytes=(\d+)-", self.headers.get("Range") or "bytes=0-")[1])
+                self.send_response(206 if start else 200)
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                body = data[start:]
+                cut = next((n for n in (fake.drop_after, fake.stall_after) if n is not None), None)
+                if cut is None:
+                    self.wfile.write(body)
+                    return
+                self.wfile.write(body[:cut])
+                if fake.drop_after is not None:
+                    fake.drop_after = None  # once: the retry gets the rest
+                else:
+                    fake.release.wait(30)
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        return Cdn
+
+
+@pytest.fixture(scope="module")
+def gguf_bytes(tmp_path_factory) -> bytes:
+    """A real GGUF file of 2.5 chunks, so an interrupted transfer leaves whole chunks on disk."""
+    path = tmp_path_factory.mktemp("gguf") / "model.gguf"
+    values = np.random.default_rng(0).standard_normal(CHUNK * 5 // 8).astype(np.float32)
+    write_gguf(path, "whisper", [Meta("general.name", "STRING", "hub test")], [TensorOut("weights", values, "F32")])
+    return path.read_bytes()
+
+
+@pytest.fixture
+def fake_hub(gguf_bytes, tmp_path, monkeypatch):
+    """The fake hub serving the Q8_0 file of whisper-tiny.en and moonshine-tiny; the cache and data in tmp_path."""
+    server = FakeHub()
+    for name in ("whisper-tiny.en", "moonshine-tiny"):
+        model = hub.CATALOG[name]
+        server.add(model.repo_id, model.filename, gguf_bytes)
+    # huggingface_hub reads HF_ENDPOINT once, at import, into these two; this process imported it already.
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setenv("HF_ENDPOINT", server.url)  # for the `sayso` processes the tests start
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("SAYSO_DATA_DIR", str(tmp_path / "sayso"))
+    yield server
+    server.close()
+
+
+def sha256(data: bytes | Path) -> str:
+    return hashlib.sha256(data.read_bytes() if isinstance(data, Path) else data).hexdigest()
+
+
+def sayso(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "app.cli", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def test_pull_reports_progress_and_lands_in_the_hub_cache(fake_hub, gguf_bytes, tmp_path):
+    steps: list[tuple[float, str]] = []
+    path = hub.pull("moonshine-tiny", progress=lambda f, m: steps.append((f, m)))
+
+    model = hub.CATALOG["moonshine-tiny"]
+    snapshot = tmp_path / "hub-cache" / "models--handy-computer--moonshine-tiny-gguf" / "snapshots" / COMMIT
+    assert path == snapshot / "moonshine-tiny-Q8_0.gguf" and path.is_symlink()
+    assert sha256(path) == sha256(gguf_bytes)
+    assert path.resolve().name == sha256(gguf_bytes)  # the blob is named by its sha256, as the hub names it
+    assert (path.parents[2] / "refs" / "main").read_text() == COMMIT
+    assert ModelFile(path).architecture == "whisper"
+    fractions = [f for f, _ in steps]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and steps[-1][1] == "Downloaded moonshine-tiny"
+    assert any("Downloading moonshine-tiny" in m for _, m in steps)
+    assert fake_hub.gets() == [("GET", f"/blobs/{sha256(gguf_bytes)}", None)]
+    assert not list(path.parents[2].glob("blobs/*.incomplete"))
+
+    assert hub.pull("moonshine-tiny") == path  # already there: nothing fetched again
+    assert len(fake_hub.gets()) == 1
+    assert models.resolve("moonshine-tiny") == path
+    assert [(m.name, m.path, m.size, m.source) for m in models.installed()] == [
+        ("moonshine-tiny", path, len(gguf_bytes), model.repo_id)
+    ]
+
+
+def test_rm_deletes_the_revision_through_the_cache_api(fake_hub, gguf_bytes):
+    path = hub.pull("moonshine-tiny")
+    blob = path.resolve()
+    assert [m.name for m in models.remove("moonshine-tiny")] == ["moonshine-tiny"]
+    assert not path.exists() and not blob.exists() and hub.cached(hub.CATALOG["moonshine-tiny"]) is None
+    assert models.installed() == []
+    with pytest.raises(SaysoError, match="No model called 'moonshine-tiny' is installed"):
+        models.remove("moonshine-tiny")
+    with pytest.raises(SaysoError, match="isn't downloaded yet: run `sayso models pull moonshine-tiny`"):
+        models.resolve("moonshine-tiny")
+
+
+def test_a_dropped_connection_is_resumed_with_a_range_request(fake_hub, gguf_bytes):
+    fake_hub.drop_after = CHUNK + 4096
+    path = hub.pull("moonshine-tiny")
+    assert sha256(path) == sha256(gguf_bytes)
+    ranges = [r[2] for r in fake_hub.gets()]
+    assert ranges == [None, f"bytes={CHUNK}-"]  # the first chunk was kept; only the rest was fetched again
+
+
+def test_a_killed_pull_continues_where_it_stopped(fake_hub, gguf_bytes, tmp_path):
+    """`sayso models pull` is killed (SIGKILL) mid-transfer; the next pull asks only for the missing bytes."""
+    fake_hub.stall_after = CHUNK + 4096
+    process = sayso("models", "pull", "moonshine-tiny")
+    blobs = tmp_path / "hub-cache" / "models--handy-computer--moonshine-tiny-gguf" / "blobs"
+    deadline = time.monotonic() + 60
+    while not any(p.stat().st_size >= CHUNK for p in blobs.glob("*.incomplete")):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    fake_hub.stall_after = None
+    fake_hub.release.set()
+
+    path = hub.pull("moonshine-tiny")
+    assert sha256(path) == sha256(gguf_bytes)
+    assert fake_hub.gets()[-1][2] == f"bytes={CHUNK}-"
+    assert not list(blobs.glob("*.incomplete"))
+
+
+def test_a_cancelled_pull_keeps_its_part_for_the_next_one(fake_hub, gguf_bytes):
+    cancel = threading.Event()
+    with pytest.raises(hub.DownloadCancelled, match="Pull it again to continue"):
+        hub.pull("moonshine-tiny", progress=lambda f, m: f > 0.3 and cancel.set(), cancel=cancel)
+    assert hub.cached(hub.CATALOG["moonshine-tiny"]) is None
+    path = hub.pull("moonshine-tiny")
+    assert sha256(path) == sha256(gguf_bytes)
+    assert fake_hub.gets()[-1][2] == f"bytes={CHUNK}-"
+
+
+def test_a_damaged_download_is_deleted_and_reported(fake_hub, gguf_bytes, tmp_path):
+    fake_hub.corrupt = True
+    with pytest.raises(SaysoError, match="download of moonshine-tiny is damaged .* and was deleted"):
+        hub.pull("moonshine-tiny")
+    repo = tmp_path / "hub-cache" / "models--handy-computer--moonshine-tiny-gguf"
+    assert list((repo / "blobs").iterdir()) == [] and not (repo / "snapshots").exists()
+    fake_hub.corrupt = False
+    assert sha256(hub.pull("moonshine-tiny")) == sha256(gguf_bytes)
+
+
+def test_a_pull_that_would_fill_the_disk_is_refused_before_it_starts(fake_hub, tmp_path):
+    (tmp_path / "hub-cache").mkdir()
+    free = shutil.disk_usage(tmp_path / "hub-cache").free
+    with pytest.raises(SaysoError, match=r"Not enough disk space for moonshine-tiny: it needs 26 MB .* should stay free"):
+        hub.pull("moonshine-tiny", min_free=free)
+    assert fake_hub.gets() == []
+
+
+def test_an_unreachable_server_says_so(fake_hub, monkeypatch):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", closed)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", closed + "/{repo_id}/resolve/{revision}/{filename}")
+    with pytest.raises(SaysoError, match=f"Can't reach the model server at {closed} .*use a local model"):
+        hub.pull("moonshine-tiny")
+
+
+def test_unknown_and_unpublished_names(fake_hub):
+    with pytest.raises(SaysoError, match="No published model is called 'whisper-huge'. Models you can pull: whisper-tiny.en"):
+        hub.pull("whisper-huge")
+    with pytest.raises(SaysoError, match="has no whisper-base-Q8_0.gguf in handy-computer/whisper-base-gguf"):
+        hub.pull("whisper-base")  # the fake hub doesn't hold it
+
+
+def test_a_file_fetched_by_the_hubs_own_api_is_found(fake_hub, gguf_bytes, tmp_path):
+    model = hub.CATALOG["whisper-tiny.en"]
+    path = Path(hf_hub_download(model.repo_id, model.filename, cache_dir=tmp_path / "hub-cache", endpoint=fake_hub.url))
+    assert models.resolve("whisper-tiny.en") == path  # the hub's file, not a conversion from PyPI
+    assert [m.name for m in models.installed()] == ["whisper-tiny.en"]
+
+    listing = sayso("models", "list")
+    out, err = listing.communicate(timeout=120)
+    assert listing.returncode == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("whisper-tiny.en"))
+    assert str(path) in row and "26 MB" in row
+    assert "moonshine-tiny" in out.split("Available")[1]  # published, not yet pulled
+
+
+def test_cli_models_pull_list_rm(fake_hub, gguf_bytes, capsys):
+    from app.cli import main
+
+    assert main(["models", "pull", "moonshine-tiny"]) == 0
+    out = capsys.readouterr().out
+    assert "moonshine-tiny" in out and "models--handy-computer--moonshine-tiny-gguf" in out
+    assert main(["models", "list"]) == 0
+    installed, available = capsys.readouterr().out.split("Available")
+    assert "moonshine-tiny" in installed and "moonshine-tiny" not in available
+    assert re.search(r"parakeet-v3 .*740 MB.*25 European languages", available)
+    assert main(["models", "rm", "moonshine-tiny"]) == 0
+    assert "Removed moonshine-tiny" in capsys.readouterr().out
+    assert main(["models", "rm", "moonshine-tiny"]) == 1
+    assert "No model called 'moonshine-tiny' is installed" in capsys.readouterr().err
