@@ -34,7 +34,7 @@ from app import assets
 from app.engine_worker import EngineClient
 from app.settings import Settings
 from app.style import COLORS
-from app.widgets import Card, PageHeader, format_duration, icon_button, label
+from app.widgets import Card, ElidedLabel, PageHeader, format_duration, icon_button, label
 from engine import formats
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class FileRow(QWidget):
         row.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
         column = QVBoxLayout()
         column.setSpacing(4)
-        self.name = label(job.path.name)
+        self.name = ElidedLabel(job.path.name, mode=Qt.TextElideMode.ElideMiddle)
         self.name.setStyleSheet("font-weight: 600;")
         self.name.setToolTip(str(job.path))
         self.status = label("", "Muted")
@@ -177,6 +177,7 @@ class FilesPage(QWidget):
         self.queue = QListWidget()
         self.queue.setObjectName("List")
         self.queue.setMinimumWidth(260)
+        self.queue.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.queue.currentItemChanged.connect(lambda *_: self._show_selected())
         splitter.addWidget(self.queue)
 

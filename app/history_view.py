@@ -27,7 +27,7 @@ from app.history import Entry, History
 from app.settings import Settings
 from app.settings_view import available_models
 from app.style import COLORS
-from app.widgets import Card, PageHeader, format_duration, label
+from app.widgets import Card, ElidedLabel, PageHeader, format_duration, label
 
 
 def when(created: float, now: float | None = None) -> str:
@@ -63,12 +63,8 @@ class EntryRow(QWidget):
         column = QVBoxLayout(self)
         column.setContentsMargins(10, 8, 10, 8)
         column.setSpacing(2)
-        text = label(_preview(entry))
-        text.setObjectName("Error" if entry.status == "failed" else "")
-        text.setMaximumHeight(text.fontMetrics().lineSpacing() * 2 + 2)
-        text.setWordWrap(True)
-        column.addWidget(text)
-        column.addWidget(label(entry_meta(entry), "Faint"))
+        column.addWidget(ElidedLabel(_preview(entry), "Error" if entry.status == "failed" else ""))
+        column.addWidget(ElidedLabel(entry_meta(entry), "Faint"))
 
 
 class HistoryPage(QWidget):
@@ -102,12 +98,18 @@ class HistoryPage(QWidget):
         self.list = QListWidget()
         self.list.setObjectName("List")
         self.list.setMinimumWidth(260)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.currentItemChanged.connect(lambda *_: self._show_selected())
         splitter.addWidget(self.list)
 
         detail = Card()
-        self.title = label("Nothing selected", "CardTitle")
-        detail.header.addWidget(self.title)
+        titles = QVBoxLayout()
+        titles.setSpacing(0)
+        self.title = label("", "CardTitle")
+        self.meta = label("", "Muted")
+        titles.addWidget(self.title)
+        titles.addWidget(self.meta)
+        detail.header.addLayout(titles)
         detail.header.addStretch(1)
         self.copy_button = QPushButton(assets.icon("copy", COLORS["muted"], 16), "Copy")
         self.copy_button.clicked.connect(self._copy)
@@ -204,10 +206,12 @@ class HistoryPage(QWidget):
             widget.setEnabled(entry is not None)
         if entry is None:
             self.title.setText("")
+            self.meta.setText("")
             self.text.setPlainText("")
             self.error.hide()
             return
-        self.title.setText(entry_meta(entry))
+        self.title.setText(when(entry.created))
+        self.meta.setText(" · ".join(p for p in (format_duration(entry.duration), entry.model) if p))
         self.text.setPlainText(entry.text)
         self.error.setText(entry.error)
         self.error.setVisible(bool(entry.error))

@@ -29,7 +29,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=Path,
         help="audio transcribed for the Files screenshot (default: your newest dictation)",
     )
-    return parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)  # the CLI's own options (-v, ...) pass through
+    if unknown:
+        logging.getLogger("app").debug("ignoring options for the CLI: %s", unknown)
+    return args
 
 
 def _setup_logging() -> None:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from app import assets
 from app.style import COLORS
-from app.widgets import label
+from app.widgets import ElidedLabel, label
 
 PAGES = (("dictation", "Dictation", "mic"), ("files", "Files", "files"), ("history", "History", "history"), ("settings", "Settings", "settings"))
 _STATUS_COLORS = {"ready": COLORS["ok"], "loading": COLORS["working"], "error": COLORS["error"]}
@@ -114,7 +114,7 @@ class MainWindow(QMainWindow):
         status.addWidget(self.status_dot, 0, Qt.AlignmentFlag.AlignTop)
         texts = QVBoxLayout()
         texts.setSpacing(0)
-        self.status_title = label("Starting…")
+        self.status_title = ElidedLabel("Starting…", mode=Qt.TextElideMode.ElideMiddle)
         self.status_title.setStyleSheet("font-weight: 600;")
         self.status_detail = label("", "Faint", wrap=True)
         texts.addWidget(self.status_title)
@@ -136,7 +136,7 @@ class MainWindow(QMainWindow):
     def set_engine_status(self, state: str, title: str, detail: str = "") -> None:
         """``state``: ready, loading or error (the dot's color)."""
         self.status_dot.set_color(_STATUS_COLORS[state])
-        self.status_title.setText(title)
+        self.status_title.set_full_text(title)
         if detail.startswith(f"{title} on "):  # the engine's description repeats the model name
             detail = "Runs on " + detail.removeprefix(f"{title} on ")
         self.status_detail.setText(detail)

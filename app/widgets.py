@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -46,6 +47,35 @@ def icon_button(icon: str, tip: str, color: str = COLORS["muted"]) -> QToolButto
     button.setToolTip(tip)
     button.setCursor(Qt.CursorShape.PointingHandCursor)
     return button
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that shortens its text with "…" to fit its width (the full text is the tooltip)."""
+
+    def __init__(self, text: str = "", name: str = "", mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight):
+        super().__init__()
+        if name:
+            self.setObjectName(name)
+        self._full = ""
+        self._mode = mode
+        self.setMinimumWidth(40)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.set_full_text(text)
+
+    def set_full_text(self, text: str) -> None:
+        self._full = " ".join(text.split())
+        self.setToolTip(self._full if len(self._full) > 40 else "")
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        self.setText(self.fontMetrics().elidedText(self._full, self._mode, max(self.width(), 40)))
 
 
 class Card(QFrame):

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import av
 import numpy as np
 import soundfile
 import soxr
@@ -70,6 +69,8 @@ def duration(path) -> float:
         return soundfile.info(path).duration
     except soundfile.SoundFileError:
         pass
+    import av  # FFmpeg is loaded only for files libsndfile can't read
+
     with _open_audio(path) as (container, stream):
         if stream.duration is not None:
             return float(stream.duration * stream.time_base)
@@ -99,6 +100,8 @@ def _existing_file(path) -> str:
 @contextmanager
 def _open_audio(path: str):
     """Open ``path`` with FFmpeg; yield (container, its first audio stream) or raise AudioError."""
+    import av
+
     try:
         container = av.open(path)
     except av.error.InvalidDataError as error:
@@ -128,6 +131,8 @@ def _resampled(path: str, container, stream) -> Iterator[np.ndarray]:
 
 
 def _decoded(path: str, container, stream):
+    import av
+
     try:
         yield from container.decode(stream)
     except av.error.FFmpegError as error:

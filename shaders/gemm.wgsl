@@ -29,6 +29,7 @@ override HAS_RESIDUAL: bool = false;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> a_vec: array<vec4<f32>>;  // gemv: a [1, K] starts a buffer, so vec4-aligned
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
@@ -62,7 +63,8 @@ fn weights8(n: u32, k: u32) -> Eight {
     }
     let quad = w[at / 16u];
     let q = select(quad.xy, quad.zw, (at & 8u) != 0u);
-    let s = unpack2x16float(scales[n * p.scale_stride + k / 64u])[(k / 32u) & 1u];
+    let pair = scales[n * p.scale_stride + k / 64u];
+    let s = unpack2x16float(select(pair, pair >> 16u, ((k / 32u) & 1u) != 0u)).x;
     return Eight(s * int8x4(q.x), s * int8x4(q.y));
 }
 
@@ -117,8 +119,49 @@ const TILE = 64u;
 const TILE_K = 32u;
 const VEC_PER_K = 16u;  // TILE / 4: vec4s per k in a shared tile
 
-var<workgroup> a_tile: array<vec4<f32>, 512>;  // [TILE_K][TILE/4]: a_tile[k*16 + m/4][m%4]
-var<workgroup> w_tile: array<vec4<f32>, 512>;  // [TILE_K][TILE/4]: w_tile[k*16 + n/4][n%4]
+// The A tile then the W tile, each [TILE_K][TILE/4] vec4s: A[m0 + m, k0 + k] at tiles[k*16 + m/4][m%4],
+// W[n0 + n, k0 + k] at tiles[W_TILE + k*16 + n/4][n%4]. (One array: naga can't pass workgroup
+// pointers to functions.)
+const W_TILE = 512u;
+var<workgroup> tiles: array<vec4<f32>, 1024>;
+
+// The guarded a[m, k .. k+7]: zero outside [M, K] (a is not padded).
+fn a8(m: u32, k: u32) -> Eight {
+    let at = m * p.k + k;
+    let inside = m < p.m;
+    return Eight(
+        vec4<f32>(select(0.0, a[at], inside && k < p.k), select(0.0, a[at + 1u], inside && k + 1u < p.k),
+                  select(0.0, a[at + 2u], inside && k + 2u < p.k), select(0.0, a[at + 3u], inside && k + 3u < p.k)),
+        vec4<f32>(select(0.0, a[at + 4u], inside && k + 4u < p.k), select(0.0, a[at + 5u], inside && k + 5u < p.k),
+                  select(0.0, a[at + 6u], inside && k + 6u < p.k), select(0.0, a[at + 7u], inside && k + 7u < p.k)));
+}
+
+// Eight values of tile row `row` at k offsets ks .. ks+7 into the shared tile starting at `tile`.
+// Written out rather than looped so the values stay in registers.
+fn put8(tile: u32, ks: u32, row: u32, e: Eight) {
+    let at = tile + ks * VEC_PER_K + row / 4u;
+    let lane = row % 4u;
+    tiles[at][lane] = e.lo.x;
+    tiles[at + VEC_PER_K][lane] = e.lo.y;
+    tiles[at + 2u * VEC_PER_K][lane] = e.lo.z;
+    tiles[at + 3u * VEC_PER_K][lane] = e.lo.w;
+    tiles[at + 4u * VEC_PER_K][lane] = e.hi.x;
+    tiles[at + 5u * VEC_PER_K][lane] = e.hi.y;
+    tiles[at + 6u * VEC_PER_K][lane] = e.hi.z;
+    tiles[at + 7u * VEC_PER_K][lane] = e.hi.w;
+}
+
+// c[m, n .. n+3] from a row of a micro-tile, skipping what lies outside [M, N].
+fn store4(m: u32, n: u32, v: vec4<f32>) {
+    if (m >= p.m) {
+        return;
+    }
+    let at = m * p.n;
+    if (n < p.n) { c[at + n] = finish(v.x, m, n); }
+    if (n + 1u < p.n) { c[at + n + 1u] = finish(v.y, m, n + 1u); }
+    if (n + 2u < p.n) { c[at + n + 2u] = finish(v.z, m, n + 2u); }
+    if (n + 3u < p.n) { c[at + n + 3u] = finish(v.w, m, n + 3u); }
+}
 
 @compute @workgroup_size(256)
 fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -128,50 +171,36 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // threads take consecutive rows, so their stores into the k-major tiles hit distinct banks.
     let row = t % TILE;
     let ks = (t / TILE) * 8u;
-    let am = m0 + row;
-    // Computing: rows 4*ty .. +3 and columns 4*tx .. +3 of the output tile.
+    // Computing: rows 4*ty .. +3 and columns 4*tx .. +3 of the output tile, one accumulator per
+    // row (separate variables, not an array, so no compiler puts them in local memory).
     let tx = t % VEC_PER_K;
     let ty = t / VEC_PER_K;
-    var acc: array<vec4<f32>, 4>;
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
 
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
-        for (var j = 0u; j < 8u; j++) {
-            let k = k0 + ks + j;
-            var v = 0.0;
-            if (am < p.m && k < p.k) {
-                v = a[am * p.k + k];
-            }
-            a_tile[(ks + j) * VEC_PER_K + row / 4u][row % 4u] = v;
-        }
-        let wv = weights8(n0 + row, k0 + ks);
-        for (var j = 0u; j < 4u; j++) {
-            w_tile[(ks + j) * VEC_PER_K + row / 4u][row % 4u] = wv.lo[j];
-            w_tile[(ks + 4u + j) * VEC_PER_K + row / 4u][row % 4u] = wv.hi[j];
-        }
+        put8(0u, ks, row, a8(m0 + row, k0 + ks));
+        put8(W_TILE, ks, row, weights8(n0 + row, k0 + ks));
         workgroupBarrier();
         for (var k = 0u; k < TILE_K; k++) {
-            let av = a_tile[k * VEC_PER_K + ty];
-            let bv = w_tile[k * VEC_PER_K + tx];
-            acc[0] += av.x * bv;
-            acc[1] += av.y * bv;
-            acc[2] += av.z * bv;
-            acc[3] += av.w * bv;
+            let av = tiles[k * VEC_PER_K + ty];
+            let bv = tiles[W_TILE + k * VEC_PER_K + tx];
+            acc0 += av.x * bv;
+            acc1 += av.y * bv;
+            acc2 += av.z * bv;
+            acc3 += av.w * bv;
         }
         workgroupBarrier();
     }
 
-    for (var i = 0u; i < 4u; i++) {
-        let m = m0 + ty * 4u + i;
-        if (m >= p.m) {
-            break;
-        }
-        for (var j = 0u; j < 4u; j++) {
-            let n = n0 + tx * 4u + j;
-            if (n < p.n) {
-                c[m * p.n + n] = finish(acc[i][j], m, n);
-            }
-        }
-    }
+    let m = m0 + ty * 4u;
+    let n = n0 + tx * 4u;
+    store4(m, n, acc0);
+    store4(m + 1u, n, acc1);
+    store4(m + 2u, n, acc2);
+    store4(m + 3u, n, acc3);
 }
 
 // ---- GEMV -------------------------------------------------------------------------------------
@@ -184,8 +213,9 @@ const GEMV_LANES = 32u;
 
 var<workgroup> partial: array<f32, 256>;
 
-fn a_at(k: u32) -> f32 {
-    return select(0.0, a[k], k < p.k);
+// a[k .. k+3], k a multiple of 4; values past K (the buffer holds whatever was there) become 0.
+fn a4(k: u32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), a_vec[k / 4u], vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k));
 }
 
 @compute @workgroup_size(256)
@@ -197,8 +227,7 @@ fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     if (n < p.n) {
         for (var k = lane * 8u; k < p.k; k += GEMV_LANES * 8u) {
             let wv = weights8(n, k);
-            sum += dot(vec4<f32>(a_at(k), a_at(k + 1u), a_at(k + 2u), a_at(k + 3u)), wv.lo)
-                 + dot(vec4<f32>(a_at(k + 4u), a_at(k + 5u), a_at(k + 6u), a_at(k + 7u)), wv.hi);
+            sum += dot(a4(k), wv.lo) + dot(a4(k + 4u), wv.hi);
         }
     }
     partial[t] = sum;

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# The checkout's sibling ../shared; SAYSO_SHARED points elsewhere (the GPU machine gets a copy).
+SHARED = Path(os.environ.get("SAYSO_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
 AUDIO = SHARED / "audio"
 REFERENCE_GGUF = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 

@@ -60,7 +60,7 @@ def test_drop_then_export_srt(coordinator, qtbot, tmp_path):
     assert coordinator.window.current_page() == "files"
     (job,) = [page.queue.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.queue.count())]
     row = page.queue.itemWidget(page.queue.item(0))
-    assert row.name.text() == "jfk.wav" and "0:11" in row.status.text()
+    assert row.name.full_text() == "jfk.wav" and "0:11" in row.status.text()
     qtbot.waitUntil(lambda: job in finished, timeout=120_000)
     assert page.job(job).status == "done" and row.status.text().startswith("Done")
     assert all(b.isEnabled() for b in page.export_buttons.values())

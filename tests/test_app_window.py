@@ -63,7 +63,7 @@ def test_overlay_never_takes_the_focus(qtbot):
 
 def test_window_pages_and_engine_status(coordinator):
     window = coordinator.window
-    assert window.status_title.text() == coordinator.client.model_name
+    assert window.status_title.full_text() == coordinator.client.model_name
     assert coordinator.dictation_page.state.text() == "Ready"
     assert "Ctrl+Space" in coordinator.dictation_page.header.subtitle.text()
     for page in ("files", "history", "settings", "dictation"):

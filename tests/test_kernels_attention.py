@@ -69,9 +69,6 @@ def pack_both(gpu_ops, cpu_ops, caches, pos0, rows, rng):
     width = caches[1].n_heads * caches[1].head_dim
     k, v = random(rng, rows, width), random(rng, rows, width)
     gpu_ops.kv_pack(caches[0], gpu_ops.tensor(k), gpu_ops.tensor(v), pos0)
-    # Submit now: the next upload (queue.write_buffer) would run before still-recorded work, and
-    # the pool hands k's freed buffer to the next tensor of its size, so the pack would read it.
-    gpu_ops.flush()
     cpu_ops.kv_pack(caches[1], cpu_ops.tensor(k), cpu_ops.tensor(v), pos0)
 
 

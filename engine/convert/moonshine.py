@@ -59,12 +59,18 @@ class MoonshineHParams:
     decoder_start: int
 
 
-KNOWN_HPARAMS = {
-    288: MoonshineHParams(8, 8, 8, 8, 194, 0.9, 10000.0, 8, "gelu", "silu", 1, 2, 2, 1),
-    416: MoonshineHParams(8, 8, 8, 8, 194, 0.62, 10000.0, 8, "gelu", "silu", 1, 2, 2, 1),
-}
-"""d_model -> the config.json and generation_config.json of UsefulSensors/moonshine-tiny and -base, for
-sources that carry only weights (the ORT files)."""
+def _released(partial_rotary_factor: float) -> MoonshineHParams:
+    """The config.json and generation_config.json of UsefulSensors/moonshine-tiny and -base, which differ
+    only in the rotary factor (both turn 32 dims: 0.9 of tiny's 36-wide heads, 0.62 of base's 52)."""
+    return MoonshineHParams(
+        encoder_heads=8, decoder_heads=8, encoder_kv_heads=8, decoder_kv_heads=8, max_position_embeddings=194,
+        partial_rotary_factor=partial_rotary_factor, rope_theta=10000.0, pad_head_dim_to_multiple_of=8,
+        encoder_activation="gelu", decoder_activation="silu", bos=1, eos=2, pad=2, decoder_start=1,
+    )
+
+
+KNOWN_HPARAMS = {288: _released(0.9), 416: _released(0.62)}
+"""d_model -> the released model's config, for sources that carry only weights (the ORT files)."""
 
 
 @dataclass

@@ -4,17 +4,21 @@ whose real weights are not at hand (Parakeet TDT v2/v3, GigaAM v3 CTC/RNN-T, cha
 The keys, their GGUF types and order, the tensor names, shapes, types (all F32, as the reference
 converters ``convert-parakeet.py`` and ``convert-gigaam.py`` write them) and order are the converters';
 only the values are random. ``small`` shrinks the dimensions (two layers, d_model 64) so a model runs
-in a second on the numpy backend; without it the dimensions are the published ones.
+in a fraction of a second on the numpy backend; without it the dimensions are the published ones.
 
-Weights are seeded normal draws scaled by 1/sqrt(fan-in) so activations keep unit scale through the
-layers, and the output heads are scaled and biased so the random model emits a varied, deterministic
-token sequence with clear argmax margins (blank on most frames, a spread of tokens and durations on
-the rest) rather than only blanks or one token.
+Weights are seeded normal draws scaled by 1/sqrt(fan-in), the layers after a ReLU or SiLU with rows
+that sum to zero (so the activations' positive mean doesn't pile up as a constant offset), so
+activations keep unit scale through the layers. A random encoder's output still carries a large part
+that is the same on every frame, which would make the head pick the same token everywhere, so the
+head's biases are calibrated: the model is run (numpy backend) on a synthetic speech-like signal and
+every output's mean over the frames is subtracted, then the blank's bias is set so that blank wins
+about ``BLANK_SHARE`` of the frames, and TDT's duration biases favour moving on by one or two frames.
+The result emits a varied, deterministic token sequence whose argmax decisions have clear margins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +37,21 @@ PARAKEET_V3_LANGUAGES = [
     "lv", "lt", "mt", "pl", "pt", "ro", "ru", "sk", "sl", "es", "sv", "uk",
 ]  # fmt: skip
 GIGAAM_CHARS = [" "] + [chr(c) for c in range(ord("а"), ord("я") + 1)]  # space + а..я (no ё): 33 entries
+GIGAAM_DISPLAY_NAMES = {
+    "gigaam-v3-ctc": "GigaAM v3 CTC",
+    "gigaam-v3-e2e-ctc": "GigaAM v3 E2E-CTC",
+    "gigaam-v3-rnnt": "GigaAM v3 RNN-T",
+    "gigaam-v3-e2e-rnnt": "GigaAM v3 E2E-RNN-T",
+}
+TDT_DURATIONS = [0, 1, 2, 3, 4]
+TDT_MAX_SYMBOLS = 10
+
+HEAD_GAIN = 6.0  # output-head scale: token logits several units apart, so argmax decisions are clear
+SELF_SUPPRESSION = 20.0  # logit units the predictor takes off the token it was just fed
+SUPPRESSION_DECAY = (1.0, 0.8, 0.6, 0.4, 0.2)  # share of it for the last, second and third last tokens
+BLANK_SHARE = 0.75  # frames on which blank wins after calibration
+DURATION_PREFERENCE = [-1.0, 1.0, 0.5, -0.5, -1.0]  # TDT: favour durations 1 and 2, in logit std units
+CALIBRATION_SECONDS = 8.0
 
 
 @dataclass(frozen=True)
@@ -65,46 +84,48 @@ class Family:
 
 def _parakeet_dims(vocab: int, small_vocab: int) -> tuple[Dims, Dims]:
     full = Dims(24, 1024, 8, 4096, 9, 640, 640, vocab, sub_channels=256, pred_layers=2)
-    small = Dims(2, 64, 4, 256, 9, 32, 32, small_vocab, sub_channels=16, pred_layers=2)
+    small = Dims(2, 64, 4, 256, 9, 48, 2 * small_vocab + 32, small_vocab, sub_channels=16, pred_layers=2)
     return full, small
 
 
 def _gigaam_dims(vocab: int, small_vocab: int) -> tuple[Dims, Dims]:
-    return Dims(16, 768, 16, 3072, 5, 320, 320, vocab), Dims(2, 64, 4, 256, 5, 32, 32, small_vocab)
+    return Dims(16, 768, 16, 3072, 5, 320, 320, vocab), Dims(2, 64, 4, 256, 5, 48, 2 * small_vocab + 32, small_vocab)
 
 
 FAMILIES = {
-    "parakeet-tdt-v2": Family("parakeet", "tdt-0.6b-v2", "tdt", "sentencepiece", *_parakeet_dims(1024, 96)),
-    "parakeet-tdt-v3": Family("parakeet", "tdt-0.6b-v3", "tdt", "sentencepiece", *_parakeet_dims(8192, 160)),
+    "parakeet-tdt-v2": Family("parakeet", "tdt-0.6b-v2", "tdt", "sentencepiece", *_parakeet_dims(1024, 64)),
+    "parakeet-tdt-v3": Family("parakeet", "tdt-0.6b-v3", "tdt", "sentencepiece", *_parakeet_dims(8192, 96)),
     "gigaam-v3-ctc": Family("gigaam", "gigaam-v3-ctc", "ctc", "char", *_gigaam_dims(33, 33)),
     "gigaam-v3-rnnt": Family("gigaam", "gigaam-v3-rnnt", "rnnt", "char", *_gigaam_dims(33, 33)),
-    "gigaam-v3-e2e-ctc": Family("gigaam", "gigaam-v3-e2e-ctc", "ctc", "sentencepiece", *_gigaam_dims(256, 64)),
-    "gigaam-v3-e2e-rnnt": Family("gigaam", "gigaam-v3-e2e-rnnt", "rnnt", "sentencepiece", *_gigaam_dims(1024, 96)),
+    "gigaam-v3-e2e-ctc": Family("gigaam", "gigaam-v3-e2e-ctc", "ctc", "sentencepiece", *_gigaam_dims(256, 48)),
+    "gigaam-v3-e2e-rnnt": Family("gigaam", "gigaam-v3-e2e-rnnt", "rnnt", "sentencepiece", *_gigaam_dims(1024, 64)),
 }
 """``--random`` name -> family facts."""
 
-GIGAAM_DISPLAY_NAMES = {
-    "gigaam-v3-ctc": "GigaAM v3 CTC",
-    "gigaam-v3-e2e-ctc": "GigaAM v3 E2E-CTC",
-    "gigaam-v3-rnnt": "GigaAM v3 RNN-T",
-    "gigaam-v3-e2e-rnnt": "GigaAM v3 E2E-RNN-T",
-}
-TDT_DURATIONS = [0, 1, 2, 3, 4]
-TDT_MAX_SYMBOLS = 10
-JOINT_GAIN = 6.0  # output-head scale: token logits a few units apart, so argmax decisions are clear
-PRED_GAIN = 3.0  # the predictor's weight in the joint: an emitted token reshuffles the next decision
-RELU_MEAN = 0.45  # mean of max(0, z) for z ~ N(0, 1.3): the joint's hidden units
+
+@dataclass
+class Layout:
+    """A model file before writing: metadata in order, tensors in order (float32 values)."""
+
+    arch: str
+    meta: list[Meta]
+    tensors: dict[str, np.ndarray]  # insertion order is file order
+
+    def write(self, path: Path) -> None:
+        write_gguf(path, self.arch, self.meta, [TensorOut(name, v, "F32") for name, v in self.tensors.items()])
 
 
 def write_random_model(family: str, out: str | Path, small: bool = False, seed: int = 0) -> Path:
-    """Write a random-weight model of ``family`` (a key of ``FAMILIES``) to ``out``; returns ``out``."""
+    """Write a calibrated random-weight model of ``family`` (a key of ``FAMILIES``) to ``out``."""
     if family not in FAMILIES:
         raise SaysoError(f"Unknown family {family!r} for a random model; use one of {', '.join(FAMILIES)}.")
     spec = FAMILIES[family]
-    dims = spec.small if small else spec.full
     draw = _Draw(np.random.default_rng(seed))
+    layout = (_parakeet if spec.arch == "parakeet" else _gigaam)(spec, spec.small if small else spec.full, draw)
     out = Path(out)
-    WRITERS[spec.arch](spec, dims, draw, out)
+    layout.write(out)  # first with the drawn biases, to run the encoder it describes
+    _calibrate_head(layout, out, spec.head)
+    layout.write(out)
     return out
 
 
@@ -125,8 +146,22 @@ class _Draw:
         """A weight [n_out, n_in] that keeps unit-variance inputs at variance ``gain**2``."""
         return self.normal((n_out, n_in), gain / np.sqrt(n_in))
 
+    def after_activation(self, n_out: int, n_in: int) -> np.ndarray:
+        """A weight taking ReLU/SiLU outputs: gain sqrt(2) for the halved variance, rows summing to
+        zero so the activations' shared positive mean adds no constant offset."""
+        return _zero_sum(self.linear(n_out, n_in, np.sqrt(2)))
+
+    def small(self, n: int) -> np.ndarray:
+        """A bias or norm shift: close to zero."""
+        return self.normal((n,), 0.02)
+
     def uniform(self, shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
         return self.rng.uniform(low, high, shape).astype(np.float32)
+
+
+def _zero_sum(kernel: np.ndarray) -> np.ndarray:
+    """``kernel`` [C_out, ...] with each output's weights shifted to sum to zero."""
+    return kernel - kernel.mean(axis=tuple(range(1, kernel.ndim)), keepdims=True)
 
 
 # ---- vocabularies -------------------------------------------------------------------------------
@@ -147,209 +182,103 @@ def sentencepiece_pieces(n: int, alphabet: str) -> list[str]:
     return pieces
 
 
-@dataclass(frozen=True)
-class Vocabulary:
-    """tokenizer.ggml.* values: pieces with the blank appended last, as the converters write them."""
-
-    model: str  # tokenizer.ggml.model: "bpe" (SentencePiece) or "char"
-    tokens: list[str]
-    scores: list[float]
-    types: list[int]
-    unknown_id: int | None
-
-    @property
-    def blank_id(self) -> int:
-        return len(self.tokens) - 1
-
-
-def _vocabulary(kind: str, size: int, alphabet: str) -> Vocabulary:
+def _tokenizer_meta(kind: str, size: int, alphabet: str) -> tuple[list[Meta], list[Meta], list[Meta]]:
+    """(model key, bulk arrays, id keys) of a vocabulary of ``size`` tokens plus the blank (last), so
+    each family can place them where its converter does."""
     if kind == "char":
-        tokens = GIGAAM_CHARS[:size] + ["<blank>"]
-        return Vocabulary("char", tokens, [0.0] * len(tokens), [TOKEN_NORMAL] * size + [TOKEN_CONTROL], None)
-    pieces = sentencepiece_pieces(size, alphabet)
-    scores = [0.0] + [-float(i) / 8 for i in range(1, size)] + [0.0]
-    types = [TOKEN_UNKNOWN] + [TOKEN_NORMAL] * (size - 1) + [TOKEN_CONTROL]
-    return Vocabulary("bpe", pieces + ["<blank>"], scores, types, 0)
-
-
-def _tokenizer_meta(vocab: Vocabulary) -> tuple[list[Meta], list[Meta], list[Meta]]:
-    """(model key, bulk arrays, id keys) so each family can place them where its converter does."""
-    model = [Meta("tokenizer.ggml.model", "STRING", vocab.model)]
+        tokens, model, unknown = GIGAAM_CHARS[:size] + ["<blank>"], "char", None
+        scores, types = [0.0] * (size + 1), [TOKEN_NORMAL] * size + [TOKEN_CONTROL]
+    else:
+        tokens, model, unknown = sentencepiece_pieces(size, alphabet) + ["<blank>"], "bpe", 0
+        scores = [0.0] + [-float(i) / 8 for i in range(1, size)] + [0.0]
+        types = [TOKEN_UNKNOWN] + [TOKEN_NORMAL] * (size - 1) + [TOKEN_CONTROL]
     bulk = [
-        Meta("tokenizer.ggml.tokens", "ARRAY[STRING]", vocab.tokens),
-        Meta("tokenizer.ggml.scores", "ARRAY[FLOAT32]", vocab.scores),
-        Meta("tokenizer.ggml.token_type", "ARRAY[INT32]", vocab.types),
+        Meta("tokenizer.ggml.tokens", "ARRAY[STRING]", tokens),
+        Meta("tokenizer.ggml.scores", "ARRAY[FLOAT32]", scores),
+        Meta("tokenizer.ggml.token_type", "ARRAY[INT32]", types),
     ]
-    ids = [] if vocab.unknown_id is None else [Meta("tokenizer.ggml.unknown_token_id", "UINT32", vocab.unknown_id)]
-    ids.append(Meta("tokenizer.ggml.blank_token_id", "UINT32", vocab.blank_id))
-    return model, bulk, ids
+    ids = [] if unknown is None else [Meta("tokenizer.ggml.unknown_token_id", "UINT32", unknown)]
+    ids.append(Meta("tokenizer.ggml.blank_token_id", "UINT32", size))
+    return [Meta("tokenizer.ggml.model", "STRING", model)], bulk, ids
 
 
 # ---- Conformer pieces shared by both families -----------------------------------------------------
 
 
-def _block(draw: _Draw, d: Dims, prefix: str, norm_name: str, with_bias: bool, gigaam: bool) -> list[tuple[str, np.ndarray]]:
-    """One Conformer block's tensors in its converter's order (``gigaam``: GigaAM's table, rotary
-    attention and a LayerNorm in the conv module; else Parakeet's, rel-pos attention and BatchNorm)."""
-    dm, k = d.d_model, d.conv_kernel
-    dh = dm // d.n_heads
+def _block(draw: _Draw, d: Dims, prefix: str, gigaam: bool, use_bias: bool) -> dict[str, np.ndarray]:
+    """One Conformer block's tensors in its converter's order: GigaAM's table (rotary attention,
+    LayerNorm in the conv module, every linear biased), or Parakeet's (rel-pos attention, BatchNorm,
+    the ``use_bias`` biases appended after the table)."""
+    dm, k, dh = d.d_model, d.conv_kernel, d.d_model // d.n_heads
 
-    def norm(name: str) -> list[tuple[str, np.ndarray]]:
-        return [(f"{name}.weight", draw.normal((dm,), 0.1, 1.0)), (f"{name}.bias", bias(dm))]
+    def norm(name: str) -> dict[str, np.ndarray]:
+        return {f"{name}.weight": draw.normal((dm,), 0.1, 1.0), f"{name}.bias": draw.small(dm)}
 
-    def bias(n: int) -> np.ndarray:
-        return draw.normal((n,), 0.02)
+    def ffn(name: str) -> dict[str, np.ndarray]:
+        parts = {f"{name}.linear1.weight": draw.linear(d.d_ff, dm)}
+        parts |= {f"{name}.linear1.bias": draw.small(d.d_ff)} if gigaam else {}
+        parts |= {f"{name}.linear2.weight": draw.after_activation(dm, d.d_ff)}
+        return parts | ({f"{name}.linear2.bias": draw.small(dm)} if gigaam else {})
 
-    def ffn(name: str) -> list[tuple[str, np.ndarray]]:
-        parts = [(f"{name}.linear1.weight", draw.linear(d.d_ff, dm))]
-        parts += [(f"{name}.linear1.bias", bias(d.d_ff))] if gigaam else []
-        parts += [(f"{name}.linear2.weight", _zero_sum(draw.linear(dm, d.d_ff, np.sqrt(2))))]
-        parts += [(f"{name}.linear2.bias", bias(dm))] if gigaam else []
-        return parts
+    def attn_linear(name: str) -> dict[str, np.ndarray]:
+        return {f"attn.{name}.weight": draw.linear(dm, dm)} | ({f"attn.{name}.bias": draw.small(dm)} if gigaam else {})
 
-    def attn_linear(name: str) -> list[tuple[str, np.ndarray]]:
-        weight = [(f"attn.{name}.weight", draw.linear(dm, dm))]
-        return weight + ([(f"attn.{name}.bias", bias(dm))] if gigaam else [])
-
-    conv_weights = {
-        "pointwise1": draw.linear(2 * dm, dm)[:, :, None],
-        "depthwise": draw.normal((dm, 1, k), 1.0 / np.sqrt(k)),
-        "pointwise2": _zero_sum(draw.linear(dm, dm, np.sqrt(2)))[:, :, None],
-    }
+    pointwise1 = draw.linear(2 * dm, dm)[:, :, None]
+    depthwise = draw.normal((dm, 1, k), 1.0 / np.sqrt(k))
+    pointwise2 = draw.after_activation(dm, dm)[:, :, None]
     if gigaam:
-        tensors = norm("norm_ff1") + ffn("ff1") + norm("norm_conv")
-        for name in ("pointwise1", "depthwise"):
-            tensors += [(f"conv.{name}.weight", conv_weights[name]), (f"conv.{name}.bias", bias(conv_weights[name].shape[0]))]
-        tensors += [("conv.ln.weight", draw.normal((dm,), 0.1, 1.0)), ("conv.ln.bias", bias(dm))]
-        tensors += [("conv.pointwise2.weight", conv_weights["pointwise2"]), ("conv.pointwise2.bias", bias(dm))]
-        tensors += norm("norm_attn")
+        t = norm("norm_ff1") | ffn("ff1") | norm("norm_conv")
+        t |= {"conv.pointwise1.weight": pointwise1, "conv.pointwise1.bias": draw.small(2 * dm),
+              "conv.depthwise.weight": depthwise, "conv.depthwise.bias": draw.small(dm),
+              "conv.ln.weight": draw.normal((dm,), 0.1, 1.0), "conv.ln.bias": draw.small(dm),
+              "conv.pointwise2.weight": pointwise2, "conv.pointwise2.bias": draw.small(dm)}
+        t |= norm("norm_attn")
         for name in ("linear_q", "linear_k", "linear_v", "linear_out"):
-            tensors += attn_linear(name)
-        tensors += norm("norm_ff2") + ffn("ff2") + norm(norm_name)
+            t |= attn_linear(name)
+        t |= norm("norm_ff2") | ffn("ff2") | norm("norm_out")
     else:
-        tensors = norm("norm_ff1") + ffn("ff1") + norm("norm_attn")
+        t = norm("norm_ff1") | ffn("ff1") | norm("norm_attn")
         for name in ("linear_q", "linear_k", "linear_v", "linear_out", "linear_pos"):
-            tensors += attn_linear(name)
-        tensors += [("attn.pos_bias_u", draw.normal((d.n_heads, dh), 0.1)),
-                    ("attn.pos_bias_v", draw.normal((d.n_heads, dh), 0.1))]
-        tensors += norm("norm_conv")
-        tensors += [(f"conv.{name}.weight", conv_weights[name]) for name in ("pointwise1", "depthwise", "pointwise2")]
-        tensors += [("conv.bn.weight", draw.normal((dm,), 0.1, 1.0)), ("conv.bn.bias", bias(dm)),
-                    ("conv.bn.running_mean", bias(dm)),
-                    ("conv.bn.running_var", draw.uniform((dm,), 0.5, 1.5))]
-        tensors += norm("norm_ff2") + ffn("ff2") + norm(norm_name)
-        if with_bias:  # convert-parakeet.py appends the use_bias tensors after the block's table
-            tensors += [("ff1.linear1.bias", bias(d.d_ff)), ("ff1.linear2.bias", bias(dm))]
-            tensors += [(f"attn.{n}.bias", bias(dm)) for n in ("linear_q", "linear_k", "linear_v", "linear_out")]
-            tensors += [("conv.pointwise1.bias", bias(2 * dm)), ("conv.depthwise.bias", bias(dm)),
-                        ("conv.pointwise2.bias", bias(dm)), ("ff2.linear1.bias", bias(d.d_ff)),
-                        ("ff2.linear2.bias", bias(dm))]
-    return [(f"{prefix}.{name}", value) for name, value in tensors]
+            t |= attn_linear(name)
+        t |= {"attn.pos_bias_u": draw.normal((d.n_heads, dh), 0.1), "attn.pos_bias_v": draw.normal((d.n_heads, dh), 0.1)}
+        t |= norm("norm_conv")
+        t |= {"conv.pointwise1.weight": pointwise1, "conv.depthwise.weight": depthwise,
+              "conv.pointwise2.weight": pointwise2,
+              "conv.bn.weight": draw.normal((dm,), 0.1, 1.0), "conv.bn.bias": draw.small(dm),
+              "conv.bn.running_mean": draw.small(dm), "conv.bn.running_var": draw.uniform((dm,), 0.5, 1.5)}
+        t |= norm("norm_ff2") | ffn("ff2") | norm("norm_out")
+        if use_bias:
+            sizes = {"ff1.linear1": d.d_ff, "ff1.linear2": dm, "attn.linear_q": dm, "attn.linear_k": dm,
+                     "attn.linear_v": dm, "attn.linear_out": dm, "conv.pointwise1": 2 * dm,
+                     "conv.depthwise": dm, "conv.pointwise2": dm, "ff2.linear1": d.d_ff, "ff2.linear2": dm}
+            t |= {f"{name}.bias": draw.small(n) for name, n in sizes.items()}
+    return {f"{prefix}.{name}": value for name, value in t.items()}
 
 
-def _transducer(draw: _Draw, d: Dims, n_outputs: int, n_tokens: int, blank_bias: float,
-                duration_bias: list[float] | None = None) -> list[tuple[str, np.ndarray]]:
+def _transducer(draw: _Draw, d: Dims, n_tokens: int, n_durations: int) -> dict[str, np.ndarray]:
     """Predictor (embedding + LSTM layers, the two PyTorch biases summed) and joint network.
 
-    The joint's output rows are scaled so token logits spread over several units (clear argmax
-    margins); the blank's bias sets how often a frame is left without a token, and the duration
-    biases (TDT) spread the frame skips over the durations.
+    The joint's hidden units are split in two: the first half sees only the encoder, the second only
+    the predictor, so a logit is (what the frame says) + (what the last token says). The LSTM gates
+    are biased to keep a short memory (forget gate ~0.27), so its output mostly reflects the last
+    token or two. The output weights of the predictor half and every output bias are set by calibration.
     """
     h, j = d.pred_hidden, d.joint_hidden
-    tensors = [("pred.embed.weight", draw.normal((n_tokens, h), 1.0))]
+    half = j // 2
+    t = {"pred.embed.weight": draw.normal((n_tokens, h), 1.0)}
+    gate_bias = np.concatenate([np.full(h, 3.0), np.full(h, 0.0), np.zeros(h), np.full(h, 3.0)]).astype(np.float32)
     for i in range(d.pred_layers):
-        tensors += [(f"pred.lstm.{i}.Wx", draw.linear(4 * h, h)), (f"pred.lstm.{i}.Wh", draw.linear(4 * h, h)),
-                    (f"pred.lstm.{i}.bias", draw.normal((4 * h,), 0.1))]
-    out_w = draw.linear(n_outputs, j, gain=JOINT_GAIN)
-    # The joint's hidden units are ReLUs of roughly unit-variance sums, so they share a positive mean
-    # (about 0.45) that would give every output row a fixed offset, and the same token on every
-    # frame; the bias cancels it, leaving the part that follows the audio and the predictor state.
-    out_b = -RELU_MEAN * out_w.sum(axis=1) + draw.normal((n_outputs,), 0.2)
-    out_b[n_tokens - 1] += blank_bias
-    if duration_bias is not None:
-        out_b[n_tokens:] += np.asarray(duration_bias, np.float32)
-    tensors += [
-        ("joint.enc.weight", draw.linear(j, d.d_model)), ("joint.enc.bias", draw.normal((j,), 0.1)),
-        ("joint.pred.weight", draw.linear(j, h, PRED_GAIN)), ("joint.pred.bias", draw.normal((j,), 0.1)),
-        ("joint.out.weight", out_w), ("joint.out.bias", out_b),
-    ]  # fmt: skip
-    return tensors
-
-
-def _ctc_head(draw: _Draw, d: Dims, n_classes: int, blank_bias: float) -> list[tuple[str, np.ndarray]]:
-    """The CTC head: a k=1 Conv1d [n_classes, d_model, 1] with bias; blank last."""
-    bias = draw.normal((n_classes,), 0.2)
-    bias[-1] += blank_bias
-    return [("head.ctc.weight", draw.linear(n_classes, d.d_model, gain=JOINT_GAIN)[:, :, None]), ("head.ctc.bias", bias)]
-
-
-def _size_label(n_params: int) -> str:
-    if n_params >= 1_000_000_000:
-        return f"{n_params / 1e9:.1f}B"
-    return f"{n_params / 1e6:.0f}M" if n_params >= 1_000_000 else f"{n_params / 1e3:.0f}K"
-
-
-def _f32(tensors: list[tuple[str, np.ndarray]]) -> list[TensorOut]:
-    return [TensorOut(name, values, "F32") for name, values in tensors]
-
-
-# ---- Parakeet ---------------------------------------------------------------------------------------
-
-
-def _write_parakeet(spec: Family, d: Dims, draw: _Draw, out: Path) -> None:
-    v3 = spec.variant.endswith("v3")
-    vocab = _vocabulary("sentencepiece", d.vocab, "etaoinshrdlcumwfgypbvkjxqz")
-    n_mels, channels = 128, d.sub_channels
-    freq_out = n_mels // 8  # three stride-2 convs over the 128 mel bins
-    tensors = [
-        ("enc.pre_encode.conv.0.weight", draw.normal((channels, 1, 3, 3), 1.0 / 3)),
-        ("enc.pre_encode.conv.0.bias", draw.normal((channels,), 0.1)),
-    ]
-    for dw, pw in ((2, 3), (5, 6)):
-        tensors += [
-            (f"enc.pre_encode.conv.{dw}.weight", draw.normal((channels, 1, 3, 3), 1.0 / 3)),
-            (f"enc.pre_encode.conv.{dw}.bias", draw.normal((channels,), 0.1)),
-            (f"enc.pre_encode.conv.{pw}.weight", _zero_sum(draw.linear(channels, channels, np.sqrt(2)))[:, :, None, None]),
-            (f"enc.pre_encode.conv.{pw}.bias", draw.normal((channels,), 0.1)),
-        ]
-    tensors += [("enc.pre_encode.out.weight", _zero_sum(draw.linear(d.d_model, channels * freq_out, np.sqrt(2)))),
-                ("enc.pre_encode.out.bias", draw.normal((d.d_model,), 0.1))]
-    for i in range(d.n_layers):
-        tensors += _block(draw, d, f"enc.blocks.{i}", "norm_out", with_bias=False, gigaam=False)
-    n_outputs = d.vocab + 1 + len(TDT_DURATIONS)
-    tensors += _transducer(draw, d, n_outputs, d.vocab + 1, blank_bias=9.0, duration_bias=[0.0, 2.0, 1.5, 0.5, 0.0])
-
-    model_key, bulk, ids = _tokenizer_meta(vocab)
-    languages = PARAKEET_V3_LANGUAGES if v3 else ["en"]
-    meta = [
-        Meta("general.basename", "STRING", "parakeet-tdt"),
-        Meta("general.size_label", "STRING", "0.6B"),
-        Meta("general.version", "STRING", "v3" if v3 else "v2"),
-        Meta("general.file_type", "UINT32", 0),  # ALL_F32
-        Meta("general.languages", "ARRAY[STRING]", languages),
-        Meta("stt.variant", "STRING", spec.variant),
-    ]
-    if v3:
-        meta.append(Meta("stt.capability.lang_detect", "BOOL", True))
-    meta += [Meta("stt.parakeet.head_kind", "STRING", spec.head)] + model_key + bulk + ids
-    encoder = [("n_layers", d.n_layers), ("d_model", d.d_model), ("n_heads", d.n_heads), ("d_ff", d.d_ff),
-               ("conv_kernel", d.conv_kernel), ("subsampling_factor", 8), ("subsampling_channels", channels),
-               ("pos_emb_max_len", 5000)]
-    meta += [Meta(f"stt.parakeet.encoder.{key}", "UINT32", value) for key, value in encoder]
-    meta += [
-        Meta("stt.parakeet.encoder.use_bias", "BOOL", False),
-        Meta("stt.parakeet.predictor.hidden", "UINT32", d.pred_hidden),
-        Meta("stt.parakeet.predictor.n_layers", "UINT32", d.pred_layers),
-        Meta("stt.parakeet.predictor.vocab", "UINT32", d.vocab + 1),
-        Meta("stt.parakeet.joint.hidden", "UINT32", d.joint_hidden),
-        Meta("stt.parakeet.joint.num_extra_outputs", "UINT32", len(TDT_DURATIONS)),
-        Meta("stt.parakeet.joint.activation", "STRING", "relu"),
-        Meta("stt.parakeet.tdt.durations", "ARRAY[INT32]", TDT_DURATIONS),
-        Meta("stt.parakeet.tdt.max_symbols", "UINT32", TDT_MAX_SYMBOLS),
-    ]
-    meta += _frontend_meta(n_mels=n_mels, n_fft=512, win_length=400, window="hann", normalize="per_feature",
-                           dither=1e-5, pre_emphasis=0.97)
-    write_gguf(out, "parakeet", meta, _f32(tensors))
+        t |= {f"pred.lstm.{i}.Wx": draw.linear(4 * h, h, 2.0), f"pred.lstm.{i}.Wh": draw.linear(4 * h, h, 0.3),
+              f"pred.lstm.{i}.bias": gate_bias + draw.small(4 * h)}
+    enc_w, enc_b = draw.linear(j, d.d_model), draw.normal((j,), 0.1)
+    pred_w, pred_b = draw.linear(j, h, 2.0), draw.normal((j,), 0.1)
+    enc_w[half:], enc_b[half:], pred_w[:half], pred_b[:half] = 0, 0, 0, 0
+    out_w = draw.linear(n_tokens + n_durations, half, HEAD_GAIN)
+    return t | {
+        "joint.enc.weight": enc_w, "joint.enc.bias": enc_b, "joint.pred.weight": pred_w, "joint.pred.bias": pred_b,
+        "joint.out.weight": np.concatenate([out_w, np.zeros_like(out_w)], axis=1),
+        "joint.out.bias": np.zeros(n_tokens + n_durations, np.float32),
+    }  # fmt: skip
 
 
 def _frontend_meta(n_mels: int, n_fft: int, win_length: int, window: str, normalize: str, dither: float,
@@ -371,14 +300,57 @@ def _frontend_meta(n_mels: int, n_fft: int, win_length: int, window: str, normal
     ]
 
 
+# ---- Parakeet ---------------------------------------------------------------------------------------
+
+
+def _parakeet(spec: Family, d: Dims, draw: _Draw) -> Layout:
+    v3 = spec.variant.endswith("v3")
+    n_mels, channels = 128, d.sub_channels
+    t = {"enc.pre_encode.conv.0.weight": draw.normal((channels, 1, 3, 3), 1.0 / 3),
+         "enc.pre_encode.conv.0.bias": draw.small(channels)}
+    for dw, pw in ((2, 3), (5, 6)):
+        t |= {f"enc.pre_encode.conv.{dw}.weight": draw.normal((channels, 1, 3, 3), 1.0 / 3),
+              f"enc.pre_encode.conv.{dw}.bias": draw.small(channels),
+              f"enc.pre_encode.conv.{pw}.weight": draw.after_activation(channels, channels)[:, :, None, None],
+              f"enc.pre_encode.conv.{pw}.bias": draw.small(channels)}
+    t |= {"enc.pre_encode.out.weight": draw.after_activation(d.d_model, channels * (n_mels // 8)),
+          "enc.pre_encode.out.bias": draw.small(d.d_model)}
+    for i in range(d.n_layers):
+        t |= _block(draw, d, f"enc.blocks.{i}", gigaam=False, use_bias=False)
+    t |= _transducer(draw, d, d.vocab + 1, len(TDT_DURATIONS))
+
+    model_key, bulk, ids = _tokenizer_meta("sentencepiece", d.vocab, "etaoinshrdlcumwfgypbvkjxqz")
+    meta = [
+        Meta("general.basename", "STRING", "parakeet-tdt"),
+        Meta("general.size_label", "STRING", "0.6B"),
+        Meta("general.version", "STRING", "v3" if v3 else "v2"),
+        Meta("general.file_type", "UINT32", 0),  # ALL_F32
+        Meta("general.languages", "ARRAY[STRING]", PARAKEET_V3_LANGUAGES if v3 else ["en"]),
+        Meta("stt.variant", "STRING", spec.variant),
+    ]
+    meta += [Meta("stt.capability.lang_detect", "BOOL", True)] if v3 else []
+    meta += [Meta("stt.parakeet.head_kind", "STRING", spec.head)] + model_key + bulk + ids
+    encoder = {"n_layers": d.n_layers, "d_model": d.d_model, "n_heads": d.n_heads, "d_ff": d.d_ff,
+               "conv_kernel": d.conv_kernel, "subsampling_factor": 8, "subsampling_channels": channels,
+               "pos_emb_max_len": 5000}
+    meta += [Meta(f"stt.parakeet.encoder.{key}", "UINT32", value) for key, value in encoder.items()]
+    meta += [
+        Meta("stt.parakeet.encoder.use_bias", "BOOL", False),
+        Meta("stt.parakeet.predictor.hidden", "UINT32", d.pred_hidden),
+        Meta("stt.parakeet.predictor.n_layers", "UINT32", d.pred_layers),
+        Meta("stt.parakeet.predictor.vocab", "UINT32", d.vocab + 1),
+        Meta("stt.parakeet.joint.hidden", "UINT32", d.joint_hidden),
+        Meta("stt.parakeet.joint.num_extra_outputs", "UINT32", len(TDT_DURATIONS)),
+        Meta("stt.parakeet.joint.activation", "STRING", "relu"),
+        Meta("stt.parakeet.tdt.durations", "ARRAY[INT32]", TDT_DURATIONS),
+        Meta("stt.parakeet.tdt.max_symbols", "UINT32", TDT_MAX_SYMBOLS),
+    ]
+    meta += _frontend_meta(n_mels=n_mels, n_fft=512, win_length=400, window="hann", normalize="per_feature",
+                           dither=1e-5, pre_emphasis=0.97)
+    return Layout("parakeet", meta, t)
+
+
 # ---- GigaAM -----------------------------------------------------------------------------------------
-
-
-def _zero_sum(kernel: np.ndarray) -> np.ndarray:
-    """``kernel`` [C_out, ...] with each output's weights shifted to sum to zero: GigaAM's log-mel is
-    not normalised (it sits around -10, silence at -20.7), and a kernel that ignores the overall level
-    answers to the spectrum's shape, which varies from frame to frame, instead of its loudness."""
-    return kernel - kernel.mean(axis=tuple(range(1, kernel.ndim)), keepdims=True)
 
 
 def htk_mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float = 0.0,
@@ -396,29 +368,27 @@ def htk_mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float =
     return np.maximum(0.0, np.minimum(down, up)).T.astype(np.float32)
 
 
-def _write_gigaam(spec: Family, d: Dims, draw: _Draw, out: Path) -> None:
-    n_mels, n_fft, subs_kernel = 64, 320, 5
-    vocab = _vocabulary(spec.tokenizer, d.vocab, "оеаинтсрвлкмдпуяыьгзбчйхжшюцщэфъё.,?!-ОЕАИНТСРВЛКМДПУ")
+def _gigaam(spec: Family, d: Dims, draw: _Draw) -> Layout:
+    n_mels, n_fft, k = 64, 320, 5
     n_classes = d.vocab + 1
-    tensors = [
-        ("enc.pre_encode.conv.0.weight", _zero_sum(draw.normal((d.d_model, n_mels, subs_kernel), 1.0 / np.sqrt(n_mels * subs_kernel)))),
-        ("enc.pre_encode.conv.0.bias", draw.normal((d.d_model,), 0.1)),
-        ("enc.pre_encode.conv.2.weight", _zero_sum(draw.normal((d.d_model, d.d_model, subs_kernel), np.sqrt(2.0 / (d.d_model * subs_kernel))))),
-        ("enc.pre_encode.conv.2.bias", draw.normal((d.d_model,), 0.1)),
-    ]  # fmt: skip
+    # GigaAM's log-mel is not normalised (it sits around -10, silence at -20.7): a first kernel whose
+    # weights sum to zero answers to the spectrum's shape, which changes from frame to frame, not its level.
+    t = {"frontend.mel_filterbank": htk_mel_filterbank(SAMPLE_RATE, n_fft, n_mels),
+         "frontend.window": hann_periodic(n_fft),
+         "enc.pre_encode.conv.0.weight": _zero_sum(draw.normal((d.d_model, n_mels, k), 1.0 / np.sqrt(n_mels * k))),
+         "enc.pre_encode.conv.0.bias": draw.small(d.d_model),
+         "enc.pre_encode.conv.2.weight": draw.after_activation(d.d_model, d.d_model * k).reshape(d.d_model, d.d_model, k),
+         "enc.pre_encode.conv.2.bias": draw.small(d.d_model)}
     for i in range(d.n_layers):
-        tensors += _block(draw, d, f"enc.blocks.{i}", "norm_out", with_bias=True, gigaam=True)
+        t |= _block(draw, d, f"enc.blocks.{i}", gigaam=True, use_bias=True)
     if spec.head == "rnnt":
-        tensors += _transducer(draw, d, n_classes, n_classes, blank_bias=8.0)
+        t |= _transducer(draw, d, n_classes, 0)
     else:
-        tensors += _ctc_head(draw, d, n_classes, blank_bias=8.0)
-    # The log-mel of speech sits around -5..5 (log of power, unnormalised), so the first conv sees
-    # inputs of a few units; the scale above keeps its output near unit variance for such input.
-    frontend = [("frontend.mel_filterbank", htk_mel_filterbank(SAMPLE_RATE, n_fft, n_mels)),
-                ("frontend.window", hann_periodic(n_fft))]
-    n_params = sum(v.size for _, v in tensors)
+        t |= {"head.ctc.weight": draw.linear(n_classes, d.d_model, HEAD_GAIN)[:, :, None],
+              "head.ctc.bias": np.zeros(n_classes, np.float32)}
+    n_params = sum(v.size for name, v in t.items() if not name.startswith("frontend."))
 
-    model_key, bulk, ids = _tokenizer_meta(vocab)
+    model_key, bulk, ids = _tokenizer_meta(spec.tokenizer, d.vocab, "оеаинтсрвлкмдпуяыьгзбчйхжшюцщэфъ.,?!-ОЕАИНТСРВ")
     meta = [
         Meta("general.name", "STRING", GIGAAM_DISPLAY_NAMES[spec.variant]),
         Meta("general.basename", "STRING", "gigaam-v3"),
@@ -435,10 +405,10 @@ def _write_gigaam(spec: Family, d: Dims, draw: _Draw, out: Path) -> None:
         Meta("stt.gigaam.head_kind", "STRING", spec.head),
     ]
     meta += model_key + ids
-    encoder = [("n_layers", d.n_layers), ("d_model", d.d_model), ("n_heads", d.n_heads), ("d_ff", d.d_ff),
-               ("conv_kernel", d.conv_kernel), ("subsampling_factor", 4), ("subs_kernel_size", subs_kernel),
-               ("pos_emb_max_len", 5000), ("feat_in", n_mels)]
-    meta += [Meta(f"stt.gigaam.encoder.{key}", "UINT32", value) for key, value in encoder]
+    encoder = {"n_layers": d.n_layers, "d_model": d.d_model, "n_heads": d.n_heads, "d_ff": d.d_ff,
+               "conv_kernel": d.conv_kernel, "subsampling_factor": 4, "subs_kernel_size": k,
+               "pos_emb_max_len": 5000, "feat_in": n_mels}
+    meta += [Meta(f"stt.gigaam.encoder.{key}", "UINT32", value) for key, value in encoder.items()]
     meta += [Meta("stt.gigaam.encoder.self_attention_model", "STRING", "rotary"),
              Meta("stt.gigaam.encoder.conv_norm_type", "STRING", "layer_norm")]
     if spec.head == "rnnt":
@@ -462,8 +432,99 @@ def _write_gigaam(spec: Family, d: Dims, draw: _Draw, out: Path) -> None:
         Meta("stt.frontend.log_clamp_max", "FLOAT32", 1e9),
     ]
     meta += bulk  # convert-gigaam.py's writer moves the bulk tokenizer arrays after every scalar key
-    write_gguf(out, "gigaam", meta, _f32(frontend + tensors))
+    return Layout("gigaam", meta, t)
 
 
-WRITERS: dict[str, Callable[[Family, Dims, _Draw, Path], None]] = {"parakeet": _write_parakeet, "gigaam": _write_gigaam}
-"""general.architecture -> the writer of its layout."""
+def _size_label(n_params: int) -> str:
+    if n_params >= 1_000_000_000:
+        return f"{n_params / 1e9:.1f}B"
+    return f"{n_params / 1e6:.0f}M" if n_params >= 1_000_000 else f"{n_params / 1e3:.0f}K"
+
+
+# ---- calibration ------------------------------------------------------------------------------------
+
+
+def calibration_audio(seconds: float = CALIBRATION_SECONDS, seed: int = 7) -> np.ndarray:
+    """A deterministic speech-like signal, float32 [seconds·16000]: 50-300 ms stretches of voiced
+    sound (a 90-250 Hz harmonic series under random formant-like gains), hiss, and near-silence."""
+    rng = np.random.default_rng(seed)
+    parts, total = [], int(seconds * SAMPLE_RATE)
+    while sum(len(p) for p in parts) < total:
+        n = int(rng.uniform(0.05, 0.3) * SAMPLE_RATE)
+        t = np.arange(n) / SAMPLE_RATE
+        kind = rng.choice(["voiced", "voiced", "hiss", "quiet"])
+        if kind == "voiced":
+            f0 = rng.uniform(90, 250)
+            harmonics = np.arange(1, int(4000 / f0))
+            gains = np.exp(-((harmonics * f0 - rng.uniform(300, 3000)) ** 2) / 2e5) + 0.1 * rng.random(len(harmonics))
+            sound = (gains[:, None] * np.sin(2 * np.pi * f0 * harmonics[:, None] * t)).sum(axis=0)
+        elif kind == "hiss":
+            sound = rng.standard_normal(n) * rng.uniform(0.2, 1.0)
+        else:
+            sound = rng.standard_normal(n) * 0.01
+        parts.append(sound * np.hanning(n) / (np.abs(sound).max() + 1e-9))
+    return (0.5 * np.concatenate(parts)[:total]).astype(np.float32)
+
+
+def _calibrate_head(layout: Layout, path: Path, head: str) -> None:
+    """Set the output head from the encoder's output on ``calibration_audio`` (module docstring): the
+    model at ``path`` is loaded on the numpy backend and run as the engine runs it."""
+    from engine.cpu.ops import NumpyOps
+    from engine.gguf.reader import ModelFile
+
+    ops = NumpyOps()
+    transcriber = importlib.import_module(f"engine.{layout.arch}").load(ModelFile(path), ops)
+    encoded = ops.read(transcriber.model.encode(transcriber.frontend(calibration_audio())))
+    t = layout.tensors
+    if head == "ctc":
+        logits = encoded @ t["head.ctc.weight"][:, :, 0].T
+        t["head.ctc.bias"] = _centred_bias(logits, logits.shape[1] - 1)
+        return
+    n_tokens = len(t["pred.embed.weight"])
+    half = t["joint.out.weight"].shape[1] // 2
+    heard = np.maximum(encoded @ t["joint.enc.weight"].T + t["joint.enc.bias"], 0) @ t["joint.out.weight"].T
+    t["joint.out.weight"][:, half:] = _self_suppression(transcriber.model.head.predictor, t, n_tokens)
+    logits = heard  # the predictor half adds nothing in the start state (see _self_suppression)
+    bias = _centred_bias(logits[:, :n_tokens], n_tokens - 1)
+    if head == "tdt":
+        durations = logits[:, n_tokens:]
+        preference = np.asarray(DURATION_PREFERENCE, np.float32) * (durations - durations.mean(axis=0)).std()
+        bias = np.concatenate([bias, -durations.mean(axis=0) + preference])
+    t["joint.out.bias"] = bias.astype(np.float32)
+
+
+def _self_suppression(predictor, t: dict[str, np.ndarray], n_tokens: int, samples: int = 6, seed: int = 5) -> np.ndarray:
+    """Output weights [V (+ durations), J/2] of the joint's predictor half, fit (least squares over
+    random token histories) so that the predictor lowers the last token's logit by
+    ``SELF_SUPPRESSION`` and the one before by half that, lifts the blank by ``BLANK_LIFT`` once
+    anything was emitted, and adds nothing in the start state: the random model moves on after a
+    token instead of repeating it, as a trained transducer does."""
+    rng = np.random.default_rng(seed)
+    half = t["joint.out.weight"].shape[1] // 2
+    blank = n_tokens - 1
+    start = predictor.initial_state()
+    outputs = [predictor.step(-1, start)[0]]
+    targets = [np.zeros(t["joint.out.weight"].shape[0], np.float32)]
+    for _ in range(samples):
+        history, state = [], start
+        for token in rng.permutation(blank)[: 2 * samples]:
+            output, state = predictor.step(int(token), state)
+            history.insert(0, int(token))
+            target = np.zeros_like(targets[0])
+            for weight, past in zip(SUPPRESSION_DECAY, history):
+                target[past] -= weight * SELF_SUPPRESSION
+            outputs.append(output)
+            targets.append(target)
+    features = np.maximum(np.stack(outputs) @ t["joint.pred.weight"][half:].T + t["joint.pred.bias"][half:], 0)
+    weights, *_ = np.linalg.lstsq(features, np.stack(targets), rcond=None)  # features @ weights ≈ targets
+    return weights.T.astype(np.float32)
+
+
+def _centred_bias(logits: np.ndarray, blank: int) -> np.ndarray:
+    """A bias [V] that gives every output zero mean over the frames, then lifts the blank until it
+    wins ``BLANK_SHARE`` of them."""
+    bias = -logits.mean(axis=0)
+    centred = logits + bias
+    best_token = np.delete(centred, blank, axis=1).max(axis=1)
+    bias[blank] += np.quantile(best_token - centred[:, blank], BLANK_SHARE)
+    return bias.astype(np.float32)

@@ -48,7 +48,8 @@ def greedy_decode(model: MoonshineModel, encoded: EncoderOutput, seconds: float)
     return tokens, probs
 
 
-def transcribe_utterance(model: MoonshineModel, tokenizer: Tokenizer, pcm: np.ndarray, offset: float = 0.0) -> list[Segment]:
+def transcribe_utterance(model: MoonshineModel, tokenizer: Tokenizer, pcm: np.ndarray,
+                         offset: float = 0.0) -> list[Segment]:
     """The segment (none when silent or too short to encode) of one piece of 16 kHz audio that starts
     ``offset`` seconds into the file."""
     pcm = np.asarray(pcm, np.float32).reshape(-1)

@@ -2,8 +2,9 @@
 
 Weights come from a GGUF file in transcribe.cpp's layout (``enc.*``, ``dec.*`` tensors, ``stt.moonshine.*``
 keys). Moonshine reads the raw waveform: its frontend is a convolution stem (strides 64, 3, 2), so audio
-of any length becomes about n / 384 encoder positions (one per 24 ms), with no padding to a fixed window. Positions enter through rotary embeddings on part of each head, in the encoder and
-in the decoder's self-attention (interleaved pairs, as the original Keras model turned them).
+of any length becomes about n / 384 encoder positions (one per 24 ms), with no padding to a fixed
+window. Positions enter through rotary embeddings on part of each head, in the encoder and in the
+decoder's self-attention (interleaved pairs, as the original Keras model turned them).
 
 Shapes: the encoder maps pcm [n] (16 kHz) to states [T, d]; the decoder maps token ids to logits [vocab]
 for the last one. The model code does no arithmetic of its own on activations: every step is an ``ops``
@@ -162,7 +163,7 @@ class MoonshineModel:
         self.ops = ops
         self.config = c = MoonshineConfig.from_model_file(model_file)
         self.stem = [self._conv(model_file, f"enc.conv.{i}", bias=i > 0) for i in range(3)]
-        self.stem_norm = (self._vector(model_file, "enc.conv.norm.weight"), self._vector(model_file, "enc.conv.norm.bias"))
+        self.stem_norm = tuple(self._vector(model_file, f"enc.conv.norm.{part}") for part in ("weight", "bias"))
         self.enc_blocks = [
             EncoderBlock(
                 norm_attn=self._vector(model_file, f"enc.blocks.{i}.norm_attn.weight"),
@@ -281,8 +282,8 @@ class MoonshineModel:
         if pos0 + 1 > c.max_positions:
             raise ValueError(f"the decoder holds {c.max_positions} tokens; token {pos0 + 1} was fed")
         x = ops.embed(ids, self.token_embedding, None, 0)
-        cross_length = state.encoder_output.length
-        for block, self_cache, cross_cache in zip(self.dec_blocks, state.self_caches, state.encoder_output.cross_caches):
+        encoded = state.encoder_output
+        for block, self_cache, cross_cache in zip(self.dec_blocks, state.self_caches, encoded.cross_caches):
             h = self._norm(x, block.norm_self)
             attn = block.self_attn
             k = self._rotate(self._apply(h, attn.k), c.n_decoder_heads, pos0)
@@ -292,7 +293,7 @@ class MoonshineModel:
 
             h = self._norm(x, block.norm_cross)
             attn = block.cross_attn
-            heard = ops.attend(self._apply(h, attn.q), cross_cache, cross_length, causal=False)
+            heard = ops.attend(self._apply(h, attn.q), cross_cache, encoded.length, causal=False)
             x = self._apply(heard, attn.out, residual=x)
 
             hidden = ops.swiglu(self._apply(self._norm(x, block.norm_ffn), block.fc1))

@@ -35,7 +35,7 @@ class Tokenizer:
 
     @classmethod
     def from_model_file(cls, model_file) -> Tokenizer:
-        return cls(list(model_file.require("tokenizer.ggml.tokens")), list(model_file.require("tokenizer.ggml.token_type")))
+        return cls(model_file.require("tokenizer.ggml.tokens"), model_file.require("tokenizer.ggml.token_type"))
 
     def is_special(self, token_id: int) -> bool:
         """True for the ids that carry no text (``<s>``, ``</s>``, ``<unk>``, ``<<ST_n>>``)."""

