@@ -60,7 +60,7 @@ def pixmap(name: str, color: str, size: int) -> QPixmap:
 def app_icon(state: str = "idle") -> QIcon:
     """The Sayso icon; ``state`` recolors its background for the tray (idle, recording, transcribing)."""
     svg = (RESOURCES / "sayso.svg").read_bytes()
-    for old, new in zip(_STATE_COLORS["idle"], _STATE_COLORS[state]):
+    for old, new in zip(_STATE_COLORS["idle"], _STATE_COLORS[state], strict=True):
         svg = svg.replace(old.encode(), new.encode())
     result = QIcon()
     for size in (16, 22, 24, 32, 48, 64, 128, 256):

@@ -62,9 +62,18 @@ def cmd_transcribe(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from engine.convert import convert
+    if args.random:  # `convert --random FAMILY OUT.gguf`: the one positional is the output
+        from engine.convert.random_model import write_random_model
 
-    out = convert(args.src, args.out, type=args.type)
+        if args.src is None or args.out is not None:
+            raise SaysoError("Usage: sayso convert --random FAMILY OUT.gguf [--small]")
+        out = write_random_model(args.random, args.src, small=args.small)
+    else:
+        from engine.convert import convert
+
+        if args.src is None or args.out is None:
+            raise SaysoError("Usage: sayso convert SRC OUT.gguf (or sayso convert --random FAMILY OUT.gguf)")
+        out = convert(args.src, args.out, type=args.type)
     print(f"Wrote {out}")
     return 0
 
@@ -172,9 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_transcribe)
 
     p = sub.add_parser("convert", help="convert a CTranslate2 or Hugging Face Whisper model to GGUF")
-    p.add_argument("src", help="CTranslate2 or Hugging Face model directory")
-    p.add_argument("out", help="output .gguf file")
+    p.add_argument("src", nargs="?", help="CTranslate2 or Hugging Face model directory")
+    p.add_argument("out", nargs="?", help="output .gguf file")
     p.add_argument("--type", choices=("f16", "q8_0"), default="q8_0", help="type of the weight matrices (default: q8_0)")
+    p.add_argument("--random", metavar="FAMILY",
+                   help="write a random-weight test model of FAMILY instead (parakeet-tdt-v2, parakeet-tdt-v3, "
+                        "gigaam-v3-ctc, gigaam-v3-rnnt, gigaam-v3-e2e-ctc, gigaam-v3-e2e-rnnt)")
+    p.add_argument("--small", action="store_true", help="with --random: small dimensions (two layers, d_model 64)")
     p.set_defaults(run=cmd_convert)
 
     p = sub.add_parser("bench", help="time model load, first call and warm transcription of a file")

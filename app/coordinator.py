@@ -64,7 +64,6 @@ class Pending:
 
 class Coordinator(QObject):
     state_changed = Signal(str)  # loading | ready | recording | transcribing | error
-    ready = Signal()  # model loaded and microphone open: the first time the app can dictate
     dictation_done = Signal(str, object)  # text, DeliveryResult (or None when nothing was delivered)
 
     def __init__(self, data_dir: Path, engine_factory: EngineFactory | None = None):
@@ -265,7 +264,6 @@ class Coordinator(QObject):
                 "Sayso is ready: %s; microphone %s; shortcut %s (%s)",
                 self.client.description, self.recorder.device_name, format_hotkey(self.settings.hotkey), self.settings.mode,
             )  # fmt: skip
-            self.ready.emit()
 
     def _on_loading(self, text: str) -> None:
         self._loading_text = text
@@ -375,7 +373,9 @@ class Coordinator(QObject):
         if pending.entry_id is not None:
             self.history.finish(pending.entry_id, text, transcript.model)
             self.history_page.refresh()
-        log.info("transcribed %.1f s in %.0f ms after key-up", pending.duration, 1000 * (time.monotonic() - pending.released))
+        log.info(
+            "transcribed %.1f s in %.0f ms after key-up", pending.duration, 1000 * (time.monotonic() - pending.released)
+        )
         if not text:
             self._show_message("No speech heard", "info")
             self._refresh_state()

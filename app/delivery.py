@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
 TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts
+# xdotool types a character missing from the keyboard map by remapping a spare key just before it; the
+# target must see that remap first, which a short delay doesn't leave time for (it drops "é", "—").
+TYPE_DELAY_NON_ASCII_MS = 12
 _TERMINALS = {
     "xterm", "uxterm", "urxvt", "rxvt", "gnome-terminal", "gnome-terminal-server", "konsole", "alacritty", "kitty",
     "terminator", "tilix", "xfce4-terminal", "mate-terminal", "lxterminal", "qterminal", "wezterm", "st", "foot",
@@ -88,7 +91,9 @@ class Delivery(QObject):
     def deliver(self, text: str, target: str | None, method: str) -> None:
         """Send ``text`` to ``target`` (None: whatever has focus) by ``method`` ("paste" or "type")."""
         if target is not None and focused_window() != target:
-            self._finish(DeliveryResult(False, "", "The window changed before the text was ready, so it was kept here."))
+            self._finish(
+                DeliveryResult(False, "", "The window changed before the text was ready, so it was kept here.")
+            )
             return
         wayland = display_server() == "wayland"
         if method == "paste" and target is not None and window_class(target) in _TERMINALS:
@@ -101,7 +106,9 @@ class Delivery(QObject):
                 (self._paste if candidate == "paste" else self._type)(text, wayland)
                 return
         tools = "wl-clipboard and wtype" if wayland else "xdotool"
-        self._finish(DeliveryResult(False, "", f"Can't send text to other apps: install {tools}. The text is kept here."))
+        self._finish(
+            DeliveryResult(False, "", f"Can't send text to other apps: install {tools}. The text is kept here.")
+        )
 
     @staticmethod
     def _can(method: str, wayland: bool) -> bool:
@@ -113,7 +120,8 @@ class Delivery(QObject):
 
     def _type(self, text: str, wayland: bool) -> None:
         if not wayland:
-            args = ["xdotool", "type", "--clearmodifiers", "--delay", str(TYPE_DELAY_MS), "--", text]
+            delay = TYPE_DELAY_MS if text.isascii() else TYPE_DELAY_NON_ASCII_MS
+            args = ["xdotool", "type", "--clearmodifiers", "--delay", str(delay), "--", text]
         elif shutil.which("wtype"):
             args = ["wtype", "--", text]
         else:

@@ -321,10 +321,14 @@ class FilesPage(QWidget):
         if done:
             t = job.transcript
             words = len(t.text.split())
-            self.result_meta.setText(f"{format_duration(t.duration)} · {len(t.segments)} segments · {words} words · {t.model}")
+            self.result_meta.setText(
+                f"{format_duration(t.duration)} · {len(t.segments)} segments · {words} words · {t.model}"
+            )
             self.view.setHtml(transcript_html(t))
         else:
-            self.result_meta.setText({"queued": "Waiting for its turn…", "running": "Transcribing…"}.get(job.status, ""))
+            self.result_meta.setText(
+                {"queued": "Waiting for its turn…", "running": "Transcribing…"}.get(job.status, "")
+            )
             self.view.setHtml(f'<p style="color:{COLORS["error"]}">{html.escape(job.error)}</p>' if job.error else "")
 
     def _copy(self) -> None:

@@ -65,6 +65,9 @@ class History:
         now = time.time()
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
         path = self.recordings / f"{stamp}.wav"
+        suffix = 1
+        while path.exists():  # two takes in one millisecond (a test, a script): never overwrite one
+            path, suffix = self.recordings / f"{stamp}-{suffix}.wav", suffix + 1
         save_wav(path, pcm16k)
         try:
             with self._db:

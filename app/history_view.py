@@ -31,7 +31,7 @@ from app.widgets import Card, ElidedLabel, PageHeader, format_duration, label
 
 
 def when(created: float, now: float | None = None) -> str:
-    """"Today 14:03", "Yesterday 09:12", "Mon 3 Mar 17:40"."""
+    """ "Today 14:03", "Yesterday 09:12", "Mon 3 Mar 17:40"."""
     now = time.time() if now is None else now
     day = time.strftime("%Y%m%d", time.localtime(created))
     clock = time.strftime("%H:%M", time.localtime(created))
@@ -185,7 +185,9 @@ class HistoryPage(QWidget):
         self.empty.setVisible(self.list.count() == 0)
         self.empty_title.setText("Nothing found" if searching else "No dictations yet")
         self.empty_hint.setText(
-            "No dictation contains that text." if searching else "Everything you dictate is kept here with its recording."
+            "No dictation contains that text."
+            if searching
+            else "Everything you dictate is kept here with its recording."
         )
         self._show_selected()
 

@@ -41,7 +41,7 @@ WAYLAND_HINT = (
 
 
 def parse_hotkey(text: str) -> frozenset[str]:
-    """"Ctrl + Space" -> {"ctrl", "space"}. Raises ValueError with a message for the settings page."""
+    """ "Ctrl + Space" -> {"ctrl", "space"}. Raises ValueError with a message for the settings page."""
     keys = []
     for part in text.split("+"):
         name = part.strip().lower().replace(" ", "_")
@@ -107,7 +107,7 @@ class ChordTracker:
 
 
 def display_server() -> str:
-    """"wayland", "x11", or "" (no graphical session: tests, ssh)."""
+    """ "wayland", "x11", or "" (no graphical session: tests, ssh)."""
     if os.environ.get("XDG_SESSION_TYPE") == "wayland" or os.environ.get("WAYLAND_DISPLAY"):
         return "wayland"
     return "x11" if os.environ.get("DISPLAY") else ""

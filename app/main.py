@@ -1,9 +1,9 @@
 """Starting the desktop app: ``run_app(argv)`` is what ``sayso`` runs when given no subcommand.
 
-    sayso                      open Sayso (or bring the running one to the front)
-    sayso --toggle             start/stop dictating in the running Sayso (bind this to a desktop shortcut)
-    sayso --hidden             start in the tray, without the window
-    sayso --screenshots DIR    save PNGs of the main window, the overlay and the Files page, then exit
+sayso                      open Sayso (or bring the running one to the front)
+sayso --toggle             start/stop dictating in the running Sayso (bind this to a desktop shortcut)
+sayso --hidden             start in the tray, without the window
+sayso --screenshots DIR    save PNGs of the main window, the overlay and the Files page, then exit
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ log = logging.getLogger("app")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="sayso", description="Hold a key, speak, let go: your words appear where you type.")
+    parser = argparse.ArgumentParser(
+        prog="sayso", description="Hold a key, speak, let go: your words appear where you type."
+    )
     parser.add_argument("--toggle", action="store_true", help="start or stop dictation in the running Sayso, then exit")
     parser.add_argument("--hidden", action="store_true", help="start in the tray without showing the window")
     parser.add_argument("--screenshots", metavar="DIR", type=Path, help="save screenshots of the app in DIR, then exit")
@@ -55,7 +57,9 @@ def _toggle(data_dir: Path) -> int:
     _app = QCoreApplication.instance() or QCoreApplication(["sayso"])
     if send_command(data_dir, "toggle"):
         return 0
-    print("Sayso isn't running. Start it with “sayso”, then “sayso --toggle” starts and stops dictation.", file=sys.stderr)
+    print(
+        "Sayso isn't running. Start it with “sayso”, then “sayso --toggle” starts and stops dictation.", file=sys.stderr
+    )
     return 1
 
 
@@ -97,7 +101,9 @@ def run_app(argv: list[str] | None = None) -> int:
         server = InstanceServer(data_dir, app)
         server.listen()
         coordinator = Coordinator(data_dir)
-        server.command.connect(lambda command: coordinator.toggle() if command == "toggle" else coordinator.show_window())
+        server.command.connect(
+            lambda command: coordinator.toggle() if command == "toggle" else coordinator.show_window()
+        )
         coordinator.start()
         if not args.hidden:
             coordinator.show_window()

@@ -24,7 +24,12 @@ from app import assets
 from app.style import COLORS
 from app.widgets import ElidedLabel, label
 
-PAGES = (("dictation", "Dictation", "mic"), ("files", "Files", "files"), ("history", "History", "history"), ("settings", "Settings", "settings"))
+PAGES = (
+    ("dictation", "Dictation", "mic"),
+    ("files", "Files", "files"),
+    ("history", "History", "history"),
+    ("settings", "Settings", "settings"),
+)
 _STATUS_COLORS = {"ready": COLORS["ok"], "loading": COLORS["working"], "error": COLORS["error"]}
 
 

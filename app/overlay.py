@@ -98,11 +98,14 @@ class Overlay(QWidget):
 
     def set_text(self, text: str) -> None:
         """The words so far; long text shows its end, where the user is speaking."""
-        text = " ".join(text.split())
-        if text:
-            metrics = QFontMetrics(self.text.font())
-            self.text.setText(metrics.elidedText(text, Qt.TextElideMode.ElideLeft, WIDTH - 36))
-        self.text.setVisible(bool(text))
+        words = text.split()
+        metrics = QFontMetrics(self.text.font())
+        shown = " ".join(words)
+        while len(words) > 1 and metrics.horizontalAdvance(shown) > WIDTH - 36:
+            words.pop(0)  # whole words drop off the front, so the line never starts mid-word
+            shown = "… " + " ".join(words)
+        self.text.setText(shown)
+        self.text.setVisible(bool(shown))
         self.adjustSize()
 
     def show_transcribing(self, note: str = "Transcribing…") -> None:

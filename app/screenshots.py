@@ -83,16 +83,15 @@ class ScreenshotTour(QObject):
         self._overlay()
 
     def _overlay(self) -> None:
-        """The overlay as it looks two seconds into a take of the transcribed audio."""
+        """The overlay as it looks a few seconds into a take of the transcribed audio."""
         overlay = self.c.overlay
         overlay.show_recording()
         job = self.c.files_page.job(self._job) if self._job is not None else None
         if job is not None and job.transcript is not None:
             from engine.audio import load_audio
 
-            pcm = load_audio(job.path)[: 16000 * 4]
-            blocks = np.array_split(pcm, max(1, len(pcm) // 533))  # 33 ms blocks, as the level poll sees them
-            for block in blocks[-60:]:
+            pcm = load_audio(job.path)[: 16000 * 2]  # the levels of the first two seconds of speech
+            for block in np.array_split(pcm, max(1, len(pcm) // 533)):  # 33 ms, as the level poll sees them
                 overlay.set_level(level_of(block))
             words = job.transcript.text.split()
             overlay.set_text(" ".join(words[: max(3, len(words) // 2)]))

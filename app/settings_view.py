@@ -201,7 +201,9 @@ class SettingsPage(QWidget):
         self.mode.addItem("Hold to talk", "hold")
         self.mode.addItem("Press to start, press to stop", "toggle")
         self.mode.currentIndexChanged.connect(self._changed)
-        card.body.addWidget(_row("Mode", "Hold the shortcut while you speak, or press it once to start and once to stop.", self.mode))
+        card.body.addWidget(
+            _row("Mode", "Hold the shortcut while you speak, or press it once to start and once to stop.", self.mode)
+        )
         self.microphone = QComboBox()
         self.microphone.currentIndexChanged.connect(self._changed)
         rescan = icon_button("redo", "Look for microphones again (after plugging one in)")
@@ -218,7 +220,11 @@ class SettingsPage(QWidget):
         card.body.addWidget(_row("Sound cues", "A short tone when recording starts and stops.", self.cues))
         self.overlay = QCheckBox("Show while recording")
         self.overlay.toggled.connect(self._changed)
-        card.body.addWidget(_row("Floating indicator", "A small bar at the bottom of the screen; it never takes the focus.", self.overlay))
+        card.body.addWidget(
+            _row(
+                "Floating indicator", "A small bar at the bottom of the screen; it never takes the focus.", self.overlay
+            )
+        )
         self.preview = QCheckBox("Show words while speaking")
         self.preview.toggled.connect(self._changed)
         card.body.addWidget(_row("Live text", "Transcribes as you speak. Uses more processing power.", self.preview))
@@ -231,7 +237,11 @@ class SettingsPage(QWidget):
         self.delivery.addItem("Type the text", "type")
         self.delivery.currentIndexChanged.connect(self._changed)
         card.body.addWidget(
-            _row("Insert text by", "Paste is instant; typing works where pasting doesn't. Terminals are always typed into.", self.delivery)
+            _row(
+                "Insert text by",
+                "Paste is instant; typing works where pasting doesn't. Terminals are always typed into.",
+                self.delivery,
+            )
         )
         column.addWidget(card)
 
@@ -239,7 +249,13 @@ class SettingsPage(QWidget):
         card = Card("Speech model")
         self.model = QComboBox()
         self.model.activated.connect(self._model_activated)
-        card.body.addWidget(_row("Model", "Larger models are more accurate and slower. New ones are fetched and converted once.", self.model))
+        card.body.addWidget(
+            _row(
+                "Model",
+                "Larger models are more accurate and slower. New ones are fetched and converted once.",
+                self.model,
+            )
+        )
         self.device = QComboBox()
         for value, text in (("auto", "Automatic"), ("gpu", "GPU"), ("cpu", "CPU")):
             self.device.addItem(text, value)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
+from app.assets import resource
+
 COLORS = {
     "bg": "#F6F7FB",
     "card": "#FFFFFF",
@@ -71,7 +73,8 @@ QLineEdit, QPlainTextEdit, QTextBrowser, QComboBox, QKeySequenceEdit, QListWidge
 QLineEdit, QComboBox { padding: 5px 8px; min-height: 20px; }
 QPlainTextEdit, QTextBrowser { padding: 4px; }
 QLineEdit:focus, QPlainTextEdit:focus, QComboBox:focus, QKeySequenceEdit:focus { border-color: %(accent)s; }
-QComboBox::drop-down { border: none; width: 22px; }
+QComboBox::drop-down { border: none; width: 26px; }
+QComboBox::down-arrow { image: url(%(combo_arrow)s); width: 12px; height: 12px; }
 QComboBox QAbstractItemView { background: %(card)s; border: 1px solid %(border)s; selection-background-color: %(accent_soft)s; selection-color: %(text)s; }
 QListWidget#List { padding: 4px; outline: 0; }
 QListWidget#List::item { border-radius: 8px; padding: 2px; }
@@ -87,7 +90,7 @@ QScrollBar::add-page, QScrollBar::sub-page { background: transparent; }
 QSplitter::handle { background: transparent; }
 QStatusBar { background: %(card)s; border-top: 1px solid %(border)s; color: %(muted)s; }
 QToolTip { background: %(overlay)s; color: white; border: none; padding: 4px 8px; border-radius: 6px; }
-""" % COLORS
+"""
 
 
 def apply(app: QApplication) -> None:
@@ -108,4 +111,6 @@ def apply(app: QApplication) -> None:
     font = QFont(app.font())
     font.setPointSizeF(max(font.pointSizeF(), 10.0))
     app.setFont(font)
-    app.setStyleSheet(STYLE_SHEET)
+    # The combo box arrow is a file (style sheets take images by path; it is drawn in the muted color).
+    arrow = resource("icons/combo-arrow.svg").as_posix()
+    app.setStyleSheet(STYLE_SHEET % {**COLORS, "combo_arrow": arrow})

@@ -172,7 +172,11 @@ class RecordButton(QAbstractButton):
             pen.setCapStyle(Qt.PenCapStyle.RoundCap)
             painter.setPen(pen)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawArc(QRectF(center.x() - radius - 6, center.y() - radius - 6, 2 * radius + 12, 2 * radius + 12), 90 * 16, -120 * 16)
+            painter.drawArc(
+                QRectF(center.x() - radius - 6, center.y() - radius - 6, 2 * radius + 12, 2 * radius + 12),
+                90 * 16,
+                -120 * 16,
+            )
 
     def sizeHint(self) -> QSize:
         return QSize(self._diameter + 28, self._diameter + 28)
@@ -181,8 +185,11 @@ class RecordButton(QAbstractButton):
 class LevelBars(QWidget):
     """Rounded vertical bars showing the recent input level, newest on the right (a scrolling meter).
 
-    ``push(level)`` adds one reading (0..1); a short attack/decay keeps the motion smooth at 30 Hz.
+    ``push(level)`` adds one reading (recorder.level_of's 0..1 over -60..0 dBFS); a short attack/decay
+    keeps the motion smooth at 30 Hz. The bars show -42..-6 dBFS: below is room noise, above is loud.
     """
+
+    FLOOR, CEILING = 0.3, 0.9
 
     def __init__(self, bars: int = 24, color: str = COLORS["accent"], idle: str = COLORS["border"], parent=None):
         super().__init__(parent)
@@ -197,7 +204,7 @@ class LevelBars(QWidget):
         self.update()
 
     def push(self, level: float) -> None:
-        rate = 0.6 if level > self._smoothed else 0.25
+        rate = 0.7 if level > self._smoothed else 0.45
         self._smoothed += rate * (level - self._smoothed)
         self._levels.append(self._smoothed)
         self.update()
@@ -219,10 +226,10 @@ class LevelBars(QWidget):
         bar = max(2.0, slot * 0.55)
         painter.setPen(Qt.PenStyle.NoPen)
         for i, level in enumerate(self._levels):
-            shown = 0.12 + 0.88 * min(1.0, level)
-            h = max(bar, height * shown)
+            loudness = min(1.0, max(0.0, (level - self.FLOOR) / (self.CEILING - self.FLOOR)))
+            h = max(bar, height * (0.12 + 0.88 * loudness))
             x = i * slot + (slot - bar) / 2
-            painter.setBrush(self._color if level > 0.02 else self._idle)
+            painter.setBrush(self._color if loudness > 0.02 else self._idle)
             painter.drawRoundedRect(QRectF(x, (height - h) / 2, bar, h), bar / 2, bar / 2)
 
 

@@ -13,7 +13,12 @@ from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
 from engine.ops import Ops
 
-FAMILIES = {"whisper": "engine.whisper", "moonshine": "engine.moonshine"}
+FAMILIES = {
+    "whisper": "engine.whisper",
+    "moonshine": "engine.moonshine",
+    "parakeet": "engine.parakeet",
+    "gigaam": "engine.gigaam",
+}
 """general.architecture -> package that loads it."""
 
 

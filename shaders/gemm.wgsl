@@ -12,6 +12,8 @@
 //
 // a is [M, K] unpadded: reads are bounds-checked. W is [n_pad, k_pad], zero-padded to 64 rows and
 // 32 columns, so its reads need no checks; padded columns meet zeros from the guarded a reads.
+// `gemv` reads a through `a_vec`, the same binding as vec4s (WGSL lets two variables share a
+// binding when no entry point uses both): a [1, K] starts its buffer, so it is vec4-aligned.
 
 struct Params {
     m: u32,
@@ -29,7 +31,7 @@ override HAS_RESIDUAL: bool = false;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> a_vec: array<vec4<f32>>;  // gemv: a [1, K] starts a buffer, so vec4-aligned
+@group(0) @binding(1) var<storage, read> a_vec: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;

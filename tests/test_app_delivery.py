@@ -9,6 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from app.delivery import Delivery, focused_window, window_class  # noqa: E402
 from e2e.fixtures import x_display  # noqa: E402, F401
+from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
 
@@ -48,10 +49,13 @@ def test_nothing_is_delivered_when_the_focus_moved(qtbot, targets):
 
 
 def test_terminals_are_recognised(x_display, tmp_path):
+    require("xterm", "xprop")
     title = "delivery-xterm"
     xterm = subprocess.Popen(["xterm", "-T", title, "-e", "sleep 30"])
     try:
-        found = subprocess.run(["xdotool", "search", "--sync", "--name", title], capture_output=True, text=True, timeout=30)
+        found = subprocess.run(
+            ["xdotool", "search", "--sync", "--name", title], capture_output=True, text=True, timeout=30
+        )
         assert window_class(found.stdout.split()[0]) == "xterm"
     finally:
         xterm.kill()

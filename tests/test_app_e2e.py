@@ -40,7 +40,14 @@ def xdotool(*args: str) -> None:
 def sayso(desktop, tmp_path_factory):
     require("xdotool", "xterm", "paplay")
     data = tmp_path_factory.mktemp("sayso-data")
-    settings = {"model": str(MODEL), "device": "cpu", "hotkey": "ctrl+space", "mode": "hold", "delivery": "paste", "cues": False}
+    settings = {
+        "model": str(MODEL),
+        "device": "cpu",
+        "hotkey": "ctrl+space",
+        "mode": "hold",
+        "delivery": "paste",
+        "cues": False,
+    }
     app = AppProcess(data, settings)
     app.wait_for_log(r"Sayso is ready", timeout=600)
     app.data = data
@@ -87,7 +94,9 @@ def test_toggle_from_a_desktop_shortcut_types_into_a_terminal(sayso, desktop, tm
     title = "sayso-e2e-terminal"
     terminal = subprocess.Popen(["xterm", "-T", title, "-e", f"stty -icanon -echo; cat > {out}"])
     try:
-        window = subprocess.run(["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60).stdout.split()[0]
+        window = subprocess.run(
+            ["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60
+        ).stdout.split()[0]
         xdotool("windowfocus", "--sync", window)
         time.sleep(0.5)
         assert sayso.run("--toggle").returncode == 0  # what a desktop shortcut bound to `sayso --toggle` runs

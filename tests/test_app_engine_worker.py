@@ -142,7 +142,7 @@ def test_live_preview_of_a_take(client):
         sink(pcm[start : start + 1600])
     text, *_ = wait_for(client.preview, timeout_ms=60_000)
     client.end_take()
-    assert "fellow" in words(text)  # "And so my fellow" 
+    assert "fellow" in words(text)  # "And so my fellow"
     count = len(previews)
     loop = QEventLoop()
     QTimer.singleShot(1500, loop.quit)

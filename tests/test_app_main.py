@@ -20,7 +20,9 @@ JFK = SHARED / "audio" / "jfk.wav"
 
 def _run(tmp_path, *args, timeout=600):
     env = {**os.environ, "SAYSO_DATA_DIR": str(tmp_path / "data"), "QT_QPA_PLATFORM": "offscreen"}
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_toggle_without_a_running_sayso_says_so(tmp_path):

@@ -50,7 +50,9 @@ def test_records_what_is_played_with_half_a_second_before_the_key(pulse):
         time.sleep(2.5)  # the "key" goes down 2.5 s into the speech
         recorder.start_take(blocks.append)
         stop = threading.Event()
-        sampler = threading.Thread(target=lambda: [levels.append(recorder.level) or time.sleep(0.05) for _ in iter(stop.is_set, True)])
+        sampler = threading.Thread(
+            target=lambda: [levels.append(recorder.level) or time.sleep(0.05) for _ in iter(stop.is_set, True)]
+        )
         sampler.start()
         time.sleep(5.0)
         pcm = recorder.stop_take()

@@ -107,7 +107,10 @@ class TransducerHead:
 
     def decode(self, ops: Ops, encoded: Tensor) -> list[Emission]:
         """Greedy search over encoder states [T, d] (a backend tensor)."""
-        projected = ops.read(ops.gemm(encoded, self.encoder_projection.weight, self.encoder_projection.bias))
+        return self.search(ops.read(ops.gemm(encoded, self.encoder_projection.weight, self.encoder_projection.bias)))
+
+    def search(self, projected: np.ndarray) -> list[Emission]:
+        """Greedy search over the joint's encoder projections [T, J] (float32, host)."""
         if self.durations is None:
             return self._rnnt(projected)
         return self._tdt(projected)

@@ -28,12 +28,6 @@ from engine.gguf.reader import ModelFile
 from engine.ops import Ops, Tensor
 
 
-def conv_output_length(length: int, kernel: int, stride: int = 2) -> int:
-    """Frames out of one strided conv with padding (kernel-1)/2 on both sides."""
-    pad = (kernel - 1) // 2
-    return (length + 2 * pad - kernel) // stride + 1
-
-
 @dataclass
 class StridedConv1d:
     """GigaAM's subsampling: conv1d layers, weights [C_out, C_in*k] in im2col's column order."""

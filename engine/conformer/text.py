@@ -16,7 +16,7 @@ from engine.gguf.reader import ModelFile
 from engine.transcript import Segment, Token
 
 SP_SPACE = "\u2581"
-TOKEN_CONTROL = 3  # tokenizer.ggml.token_type of control pieces (the blank, <s>, language tags)
+TOKEN_UNKNOWN, TOKEN_CONTROL = 2, 3  # tokenizer.ggml.token_type of <unk> and of control pieces (blank, <s>)
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _LANGUAGE_TAG = re.compile(r"<[a-z]{2,3}-[A-Za-z]{2,4}>")  # "<en-US>": multilingual Parakeet's tags
 
@@ -43,9 +43,6 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self.pieces)
 
-    def is_control(self, token: int) -> bool:
-        return self.types[token] == TOKEN_CONTROL
-
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids`` (see the module docstring)."""
         out = bytearray()
@@ -55,8 +52,11 @@ class Vocabulary:
             out += bytes([int(byte.group(1), 16)]) if byte else piece.replace(SP_SPACE, " ").encode()
         return out.decode("utf-8", errors="replace")
 
-    def is_language_tag(self, token: int) -> bool:
-        return _LANGUAGE_TAG.fullmatch(self.pieces[token]) is not None
+    def is_special(self, token: int) -> bool:
+        """A control piece (blank, <s>), the unknown piece, or a language tag like ``<en-US>``."""
+        piece = self.pieces[token]
+        return (self.types[token] in (TOKEN_UNKNOWN, TOKEN_CONTROL) or piece == "<unk>"
+                or _LANGUAGE_TAG.fullmatch(piece) is not None)
 
 
 def segment(vocabulary: Vocabulary, emissions: list[Emission], frame_seconds: float, offset: float) -> list[Segment]:

@@ -4,7 +4,7 @@ names, order, shapes and types, so that transcribe.cpp and Sayso read our files 
 Both readers (``moonshine_ort`` for the ONNX Runtime files Moonshine's packages ship, ``moonshine_hf``
 for transformers checkpoints) hand over the weights under transformers' names
 (``model.decoder.layers.0.self_attn.q_proj.weight``); ``gguf_tensors`` renames them to transcribe.cpp's
-(``dec.blocks.0.self_attn.q.weight``) and checks that every weight is there with its shape.
+(``dec.blocks.0.self_attn.q.weight``), and the writer checks that every weight is there with its shape.
 
 Tensor types follow transcribe.cpp's quantizer: norms, biases and the three stem convolutions F32; the
 linear layers and the token embedding Q8_0 in a ``q8_0`` file (F16 in an ``f16`` file, and for rows
@@ -145,8 +145,11 @@ def gguf_tensors(hf_tensors: dict[str, np.ndarray], path: Path) -> dict[str, np.
             unknown.append(hf_name)
     if unknown:
         raise ModelFileError(path, f"has weights a Moonshine model doesn't have: {', '.join(sorted(unknown)[:5])}")
-    embedding = tensors.get("dec.token_embd.weight")
-    if TIED_OUTPUT in hf_tensors and (embedding is None or not np.array_equal(hf_tensors[TIED_OUTPUT], embedding)):
+    for name in ("enc.conv.0.weight", "dec.token_embd.weight"):  # what the readers size the rest by
+        if name not in tensors:
+            raise ModelFileError(path, f"has no weight for {name}; is this a Moonshine model?")
+    embedding = tensors["dec.token_embd.weight"]
+    if TIED_OUTPUT in hf_tensors and not np.array_equal(hf_tensors[TIED_OUTPUT], embedding):
         raise ModelFileError(path, "has an output projection that differs from the token embedding, "
                              "which transcribe.cpp's Moonshine layout can't hold")  # fmt: skip
     return tensors

@@ -52,6 +52,9 @@ _OLD_NAMES = ((".dense.", ".o_proj."), (".mlp.up_proj.", ".mlp.fc1."), (".mlp.do
 
 @dataclass
 class Node:
+    """One graph node: its operator, the names of its input and output tensors ('' for an omitted
+    optional input), and its integer attributes."""
+
     op: str
     inputs: list[str]
     outputs: list[str]
@@ -258,7 +261,7 @@ def read_ort_moonshine(model_dir: Path) -> MoonshineSource:
     for scope, graph in graphs.items():
         hf_tensors.update(read_parameters(graph, scope))
     tensors = gguf_tensors(hf_tensors, model_dir)
-    d_model = tensors["enc.conv.0.weight"].shape[0] if "enc.conv.0.weight" in tensors else None
+    d_model = tensors["enc.conv.0.weight"].shape[0]
     hparams = KNOWN_HPARAMS.get(d_model)
     if hparams is None:
         raise ModelFileError(model_dir, f"holds a Moonshine of width {d_model}, not tiny (288) or base (416)")
@@ -283,13 +286,13 @@ def read_tokenizer_bin(path: Path) -> list[bytes]:
     while i < len(data):
         n = data[i]
         i += 1
-        if n >= 128:
+        if n >= 128 and i < len(data):
             n = (n & 127) | (data[i] << 7)
             i += 1
+        if i + n > len(data):
+            raise ModelFileError(path, f"ends in the middle of piece {len(pieces)}")
         pieces.append(data[i : i + n])
         i += n
-    if i != len(data):
-        raise ModelFileError(path, "ends in the middle of a piece")
     return pieces
 
 

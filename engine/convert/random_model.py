@@ -46,11 +46,13 @@ GIGAAM_DISPLAY_NAMES = {
 TDT_DURATIONS = [0, 1, 2, 3, 4]
 TDT_MAX_SYMBOLS = 10
 
+ATTENTION_GAIN = 2.0  # query and key scale: scores of a few units, attention on a few frames
 HEAD_GAIN = 6.0  # output-head scale: token logits several units apart, so argmax decisions are clear
 SELF_SUPPRESSION = 20.0  # logit units the predictor takes off the token it was just fed
 SUPPRESSION_DECAY = (1.0, 0.8, 0.6, 0.4, 0.2)  # share of it for the last, second and third last tokens
-BLANK_SHARE = 0.75  # frames on which blank wins after calibration
-DURATION_PREFERENCE = [-1.0, 1.0, 0.5, -0.5, -1.0]  # TDT: favour durations 1 and 2, in logit std units
+BLANK_SHARE = 0.75  # CTC: frames on which blank wins after calibration
+TOKEN_RATE = 0.5  # RNN-T: tokens per encoder frame after calibration
+DURATION_PREFERENCE = [-3.0, 1.0, 0.5, -0.5, -1.0]  # TDT: favour durations 1 and 2 (0 rare), in logit std units
 CALIBRATION_SECONDS = 8.0
 
 
@@ -115,16 +117,21 @@ class Layout:
         write_gguf(path, self.arch, self.meta, [TensorOut(name, v, "F32") for name, v in self.tensors.items()])
 
 
-def write_random_model(family: str, out: str | Path, small: bool = False, seed: int = 0) -> Path:
-    """Write a calibrated random-weight model of ``family`` (a key of ``FAMILIES``) to ``out``."""
+def random_layout(family: str, small: bool = False, seed: int = 0) -> Layout:
+    """The drawn model of ``family`` (a key of ``FAMILIES``) before its head is calibrated."""
     if family not in FAMILIES:
         raise SaysoError(f"Unknown family {family!r} for a random model; use one of {', '.join(FAMILIES)}.")
     spec = FAMILIES[family]
-    draw = _Draw(np.random.default_rng(seed))
-    layout = (_parakeet if spec.arch == "parakeet" else _gigaam)(spec, spec.small if small else spec.full, draw)
+    build = _parakeet if spec.arch == "parakeet" else _gigaam
+    return build(spec, spec.small if small else spec.full, _Draw(np.random.default_rng(seed)))
+
+
+def write_random_model(family: str, out: str | Path, small: bool = False, seed: int = 0) -> Path:
+    """Write a calibrated random-weight model of ``family`` (a key of ``FAMILIES``) to ``out``."""
+    layout = random_layout(family, small, seed)
     out = Path(out)
-    layout.write(out)  # first with the drawn biases, to run the encoder it describes
-    _calibrate_head(layout, out, spec.head)
+    layout.write(out)  # first with the drawn head, to run the encoder it describes
+    _calibrate_head(layout, out, FAMILIES[family].head)
     layout.write(out)
     return out
 
@@ -221,7 +228,11 @@ def _block(draw: _Draw, d: Dims, prefix: str, gigaam: bool, use_bias: bool) -> d
         return parts | ({f"{name}.linear2.bias": draw.small(dm)} if gigaam else {})
 
     def attn_linear(name: str) -> dict[str, np.ndarray]:
-        return {f"attn.{name}.weight": draw.linear(dm, dm)} | ({f"attn.{name}.bias": draw.small(dm)} if gigaam else {})
+        # Queries and keys drawn larger so that attention is peaked: a near-uniform attention would
+        # add the average over all frames, the same on every frame, to every frame.
+        gain = ATTENTION_GAIN if name in ("linear_q", "linear_k") else 1.0
+        weight = {f"attn.{name}.weight": draw.linear(dm, dm, gain)}
+        return weight | ({f"attn.{name}.bias": draw.small(dm)} if gigaam else {})
 
     pointwise1 = draw.linear(2 * dm, dm)[:, :, None]
     depthwise = draw.normal((dm, 1, k), 1.0 / np.sqrt(k))
@@ -446,7 +457,8 @@ def _size_label(n_params: int) -> str:
 
 def calibration_audio(seconds: float = CALIBRATION_SECONDS, seed: int = 7) -> np.ndarray:
     """A deterministic speech-like signal, float32 [seconds·16000]: 50-300 ms stretches of voiced
-    sound (a 90-250 Hz harmonic series under random formant-like gains), hiss, and near-silence."""
+    sound (a 90-250 Hz harmonic series under random formant-like gains), hiss and near-silence, at
+    levels from soft to loud."""
     rng = np.random.default_rng(seed)
     parts, total = [], int(seconds * SAMPLE_RATE)
     while sum(len(p) for p in parts) < total:
@@ -462,8 +474,9 @@ def calibration_audio(seconds: float = CALIBRATION_SECONDS, seed: int = 7) -> np
             sound = rng.standard_normal(n) * rng.uniform(0.2, 1.0)
         else:
             sound = rng.standard_normal(n) * 0.01
-        parts.append(sound * np.hanning(n) / (np.abs(sound).max() + 1e-9))
-    return (0.5 * np.concatenate(parts)[:total]).astype(np.float32)
+        level = np.exp(rng.uniform(np.log(0.02), np.log(0.5)))  # soft and loud stretches
+        parts.append(level * sound * np.hanning(n) / (np.abs(sound).max() + 1e-9))
+    return np.concatenate(parts)[:total].astype(np.float32)
 
 
 def _calibrate_head(layout: Layout, path: Path, head: str) -> None:
@@ -482,22 +495,42 @@ def _calibrate_head(layout: Layout, path: Path, head: str) -> None:
         return
     n_tokens = len(t["pred.embed.weight"])
     half = t["joint.out.weight"].shape[1] // 2
-    heard = np.maximum(encoded @ t["joint.enc.weight"].T + t["joint.enc.bias"], 0) @ t["joint.out.weight"].T
+    projected = encoded @ t["joint.enc.weight"].T + t["joint.enc.bias"]
+    logits = np.maximum(projected, 0) @ t["joint.out.weight"].T  # the encoder half; the other adds 0 at the start
     t["joint.out.weight"][:, half:] = _self_suppression(transcriber.model.head.predictor, t, n_tokens)
-    logits = heard  # the predictor half adds nothing in the start state (see _self_suppression)
     bias = _centred_bias(logits[:, :n_tokens], n_tokens - 1)
     if head == "tdt":
         durations = logits[:, n_tokens:]
         preference = np.asarray(DURATION_PREFERENCE, np.float32) * (durations - durations.mean(axis=0)).std()
         bias = np.concatenate([bias, -durations.mean(axis=0) + preference])
-    t["joint.out.bias"] = bias.astype(np.float32)
+        t["joint.out.bias"] = bias.astype(np.float32)  # durations move the search on: no runs of tokens
+    else:
+        t["joint.out.bias"] = _blank_for_rate(transcriber.model.head, t["joint.out.weight"], bias, projected, n_tokens - 1)
 
 
-def _self_suppression(predictor, t: dict[str, np.ndarray], n_tokens: int, samples: int = 6, seed: int = 5) -> np.ndarray:
-    """Output weights [V (+ durations), J/2] of the joint's predictor half, fit (least squares over
-    random token histories) so that the predictor lowers the last token's logit by
-    ``SELF_SUPPRESSION`` and the one before by half that, lifts the blank by ``BLANK_LIFT`` once
-    anything was emitted, and adds nothing in the start state: the random model moves on after a
+def _blank_for_rate(search_head, out_weight: np.ndarray, bias: np.ndarray, projected: np.ndarray, blank: int) -> np.ndarray:
+    """``bias`` with the blank's entry raised (bisection) until the greedy search emits at most
+    ``TOKEN_RATE`` tokens per encoder frame of the calibration audio."""
+    search_head.out_weight = out_weight
+    lift = np.zeros_like(bias)
+    low, high = -10.0, 40.0
+    for _ in range(20):
+        lift[blank] = (low + high) / 2
+        search_head.out_bias = bias + lift
+        if len(search_head.search(projected)) > TOKEN_RATE * len(projected):
+            low = lift[blank]
+        else:
+            high = lift[blank]
+    lift[blank] = high
+    return (bias + lift).astype(np.float32)
+
+
+def _self_suppression(predictor, t: dict[str, np.ndarray], n_tokens: int, history: int = 12,
+                      max_steps: int = 1024, seed: int = 5) -> np.ndarray:
+    """Output weights [V (+ durations), J/2] of the joint's predictor half, fit by least squares over
+    random token histories (``history`` tokens from the start state, up to ``max_steps`` in all) so
+    that the predictor lowers the logits of the last few tokens by ``SELF_SUPPRESSION`` times
+    ``SUPPRESSION_DECAY`` and adds nothing in the start state: the random model moves on after a
     token instead of repeating it, as a trained transducer does."""
     rng = np.random.default_rng(seed)
     half = t["joint.out.weight"].shape[1] // 2
@@ -505,14 +538,15 @@ def _self_suppression(predictor, t: dict[str, np.ndarray], n_tokens: int, sample
     start = predictor.initial_state()
     outputs = [predictor.step(-1, start)[0]]
     targets = [np.zeros(t["joint.out.weight"].shape[0], np.float32)]
-    for _ in range(samples):
-        history, state = [], start
-        for token in rng.permutation(blank)[: 2 * samples]:
-            output, state = predictor.step(int(token), state)
-            history.insert(0, int(token))
+    order = rng.permutation(blank)[:max_steps]
+    for first in range(0, len(order), history):
+        past, state = [], start
+        for token in order[first : first + history].tolist():
+            output, state = predictor.step(token, state)
+            past.insert(0, token)
             target = np.zeros_like(targets[0])
-            for weight, past in zip(SUPPRESSION_DECAY, history):
-                target[past] -= weight * SELF_SUPPRESSION
+            for weight, earlier in zip(SUPPRESSION_DECAY, past):
+                target[earlier] -= weight * SELF_SUPPRESSION
             outputs.append(output)
             targets.append(target)
     features = np.maximum(np.stack(outputs) @ t["joint.pred.weight"][half:].T + t["joint.pred.bias"][half:], 0)

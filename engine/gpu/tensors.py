@@ -12,6 +12,8 @@ rows and columns zero-padded to the GEMM tile so kernels need no bounds checks o
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,28 +39,38 @@ def size_class(nbytes: int) -> int:
 
 
 class BufferPool:
-    """Free storage buffers by size class."""
+    """Free storage buffers by size class.
+
+    ``take`` hands out the free buffer that was allocated first, not the one freed last: model code
+    frees in another order than it allocates (``x = f(x)``), and a last-freed-first policy would
+    make consecutive decoder steps alternate between buffers, so no bind group would ever be reused.
+    """
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        self.free: dict[int, list[wgpu.GPUBuffer]] = defaultdict(list)
+        self.free: dict[int, list[tuple[int, wgpu.GPUBuffer]]] = defaultdict(list)  # heaps by serial
+        self.serials: dict[int, int] = {}  # id(buffer) -> allocation order
+        self.counter = itertools.count()
         self.allocated_bytes = 0
 
     def take(self, nbytes: int) -> wgpu.GPUBuffer:
         size = size_class(nbytes)
         if self.free[size]:
-            return self.free[size].pop()
+            return heapq.heappop(self.free[size])[1]
         self.allocated_bytes += size
-        return self.device.buffer(size, label="activation")
+        buffer = self.device.buffer(size, label="activation")
+        self.serials[id(buffer)] = next(self.counter)
+        return buffer
 
     def give(self, buffer: wgpu.GPUBuffer) -> None:
-        self.free[buffer.size].append(buffer)
+        heapq.heappush(self.free[buffer.size], (self.serials[id(buffer)], buffer))
 
     def clear(self) -> None:
         """Drop the free buffers (after a long file, so an idle app does not hold peak memory)."""
-        for buffers in self.free.values():
-            for buffer in buffers:
+        for heap in self.free.values():
+            for _, buffer in heap:
                 self.allocated_bytes -= buffer.size
+                del self.serials[id(buffer)]
                 buffer.destroy()
         self.free.clear()
 

@@ -29,17 +29,19 @@ class MoonshineTranscriber:
         self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
         self.model = MoonshineModel(model_file, ops)
         self.tokenizer = Tokenizer.from_model_file(model_file)
-        self.languages = [str(code) for code in model_file.get("general.languages", ["en"])]
+        self.language = str(model_file.get("general.languages", ["en"])[0])
 
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
-        """The segment of one piece, in seconds from the start of the file. Moonshine takes no prompt
-        (``prompt`` is ignored) and neither detects languages nor translates."""
+        """The segment of one piece, in seconds from the start of the file.
+
+        Each Moonshine model hears one language (English for tiny and base), whatever ``language``
+        asks for, as Whisper's English-only models do; it takes no prompt (``prompt`` is ignored) and
+        can't translate.
+        """
         if task != "transcribe":
             raise ValueError(f"{self.name} can't {task}; it only transcribes")
-        if language is not None and language not in self.languages:
-            raise ValueError(f"{self.name} transcribes {', '.join(self.languages)} only, not {language!r}")
-        return transcribe_utterance(self.model, self.tokenizer, pcm, offset), self.languages[0]
+        return transcribe_utterance(self.model, self.tokenizer, pcm, offset), self.language
 
 
 def load(model_file: ModelFile, ops: Ops) -> MoonshineTranscriber:

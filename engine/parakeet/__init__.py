@@ -23,8 +23,8 @@ class ParakeetTranscriber:
     """Parakeet on a backend: ``transcribe(pcm, offset, language, task, prompt) -> (segments, language)``."""
 
     window_seconds = 30.0
-    """The engine's piece length: 375 encoder frames, within the 256-frame local-attention reach of
-    every frame's neighbourhood that transcribe.cpp uses, and well inside what the models train on."""
+    """The engine's piece length (375 encoder frames): long enough for context, well inside the
+    utterance lengths the models are trained on."""
 
     def __init__(self, model_file: ModelFile, ops: Ops):
         self.config = ParakeetConfig.from_model_file(model_file)
@@ -42,8 +42,8 @@ class ParakeetTranscriber:
         if self.frontend.frames(len(pcm)) < 2:  # too short for a frame and its normalisation
             return [], spoken
         encoded = self.model.encode(self.frontend(pcm))
-        emissions = [e for e in self.model.decode(encoded)
-                     if not (self.vocabulary.is_control(e.id) or self.vocabulary.is_language_tag(e.id))]
+        # transcribe.cpp leaves control pieces, <unk> and multilingual language tags ("<en-US>") out
+        emissions = [e for e in self.model.decode(encoded) if not self.vocabulary.is_special(e.id)]
         return segment(self.vocabulary, emissions, self.config.frame_seconds, offset), spoken
 
 

@@ -60,7 +60,9 @@ class AppProcess:
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
         """Another ``sayso`` invocation against this instance (e.g. ``--toggle``)."""
-        return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=60
+        )
 
     def stop(self) -> int:
         self.process.terminate()  # SIGTERM: the app quits cleanly

@@ -24,7 +24,6 @@ APT_PACKAGES = {
     "Xvfb": "xvfb",
     "xdotool": "xdotool",
     "xprop": "x11-utils",
-    "xdpyinfo": "x11-utils",
     "xterm": "xterm",
     "pulseaudio": "pulseaudio",
     "pactl": "pulseaudio-utils",
@@ -39,7 +38,9 @@ def require(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         packages = " ".join(sorted({APT_PACKAGES.get(t, t) for t in missing}))
-        pytest.fail(f"missing {', '.join(missing)}: apt-get install -y {packages} libxcb-icccm4 libxcb-keysyms1 libportaudio2")
+        pytest.fail(
+            f"missing {', '.join(missing)}: apt-get install -y {packages} libxcb-icccm4 libxcb-keysyms1 libportaudio2"
+        )
 
 
 def _wait(condition, timeout: float, what: str) -> None:
@@ -63,16 +64,18 @@ class XServer:
 
 def _x_alive(display: str) -> bool:
     env = {**os.environ, "DISPLAY": display}
-    return subprocess.run(["xdpyinfo"], env=env, capture_output=True).returncode == 0
+    return subprocess.run(["xdotool", "getdisplaygeometry"], env=env, capture_output=True).returncode == 0
 
 
 def start_xvfb() -> XServer:
     """The X display in $DISPLAY if one answers, else a new Xvfb on the first free display number."""
-    require("Xvfb", "xdpyinfo", "xdotool", "xprop")
+    require("Xvfb", "xdotool")
     current = os.environ.get("DISPLAY")
     if current and _x_alive(current):
         return XServer(current)
-    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists())
+    number = next(
+        n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists()
+    )
     display = f":{number}"
     process = subprocess.Popen(
         ["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
@@ -137,7 +140,17 @@ def start_pulse() -> Pulse:
     pulse.run("pactl", "set-default-sink", SINK)
     pulse.run("pactl", "set-default-source", f"{SINK}.monitor")
     pulse.keeper = subprocess.Popen(
-        ["pacat", "--playback", "--latency-msec=20", f"--device={SINK}", "--raw", "--format=s16le", "--rate=16000", "--channels=1", "/dev/zero"],
+        [
+            "pacat",
+            "--playback",
+            "--latency-msec=20",
+            f"--device={SINK}",
+            "--raw",
+            "--format=s16le",
+            "--rate=16000",
+            "--channels=1",
+            "/dev/zero",
+        ],
         env={**os.environ, **pulse.env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

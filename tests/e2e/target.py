@@ -26,7 +26,9 @@ class TargetWindow:
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.text, self.changed_at = "", 0.0
-        found = subprocess.run(["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60)
+        found = subprocess.run(
+            ["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60
+        )
         self.window = found.stdout.split()[0]
 
     def _read(self) -> None:
