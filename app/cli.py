@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from app.main import add_arguments
 from engine.errors import SaysoError
 
 FORMATS = ("txt", "json", "srt", "vtt")
@@ -159,8 +160,7 @@ def selftest(audio: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sayso", description="Local dictation and transcription on the GPU.")
-    parser.add_argument("--toggle", action="store_true", help="start or stop dictation in the running app")
-    parser.add_argument("--screenshots", metavar="DIR", help="save screenshots of the app's windows to DIR and exit")
+    add_arguments(parser)
     parser.add_argument(
         "--selftest", metavar="FILE", help="load the default model, transcribe FILE, print the text; exit 0 if there is text"
     )
@@ -218,11 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command is None and args.selftest is None:
-        from app.main import run_app
+        from app.main import run_app  # it sets up its own logging (the app logs at INFO)
 
         return run_app(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return selftest(args.selftest) if args.command is None else args.run(args)
     except SaysoError as error:

@@ -18,10 +18,8 @@ from pathlib import Path
 log = logging.getLogger("app")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="sayso", description="Hold a key, speak, let go: your words appear where you type."
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The app's options, shared with the ``sayso`` command's parser so ``sayso --help`` lists them."""
     parser.add_argument("--toggle", action="store_true", help="start or stop dictation in the running Sayso, then exit")
     parser.add_argument("--hidden", action="store_true", help="start in the tray without showing the window")
     parser.add_argument("--screenshots", metavar="DIR", type=Path, help="save screenshots of the app in DIR, then exit")
@@ -31,6 +29,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=Path,
         help="audio transcribed for the Files screenshot (default: your newest dictation)",
     )
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sayso", description="Hold a key, speak, let go: your words appear where you type."
+    )
+    add_arguments(parser)
     args, unknown = parser.parse_known_args(argv)  # the CLI's own options (-v, ...) pass through
     if unknown:
         logging.getLogger("app").debug("ignoring options for the CLI: %s", unknown)
