@@ -1,0 +1,309 @@
+"""Accuracy of our Whisper against transcribe.cpp on the shared clips, with the cause of every difference.
+
+    python -m engine.accuracy MODEL [--device cpu|gpu] [--json] [--audio DIR]
+
+For each clip of ``DIR/transcripts.tsv`` (default ``$SAYSO_SHARED/audio``, else the checkout's sibling
+``../shared/audio``) the whole file is transcribed by our ``Engine`` (so a clip over 30 s takes the
+long-audio path: cut at a quiet moment, windows resumed at the last closed segment) and by
+transcribe.cpp on the same GGUF file and the same audio (16 kHz mono from ``engine.audio.load_audio``).
+
+Where the texts differ, the first differing token is located and our decoder's logits at that step are
+replayed: both decoders are greedy, so a difference that starts where our two best tokens are nearly
+tied is rounding (Q8_0 dot products, float16 caches, summation order), not a bug. A difference is a
+**near-tie** when, at that step and after the logit rules, our pick's logit exceeds transcribe.cpp's
+pick's logit by less than ``NEAR_TIE_LOGITS`` (0.5, about a 1.65x probability ratio). Their pick is
+usually our runner-up, and then this margin is the top-2 margin; it can't be smaller than that one.
+
+transcribe.cpp returns text, not token ids, so its tokens are its segments' texts re-encoded with our
+tokenizer (byte-level BPE is canonical, and greedy Whisper output is canonical BPE in practice). Our
+side's tokens are the ones the engine really sampled: the transcriber's model is wrapped by
+``WindowRecorder``, which keeps the encoder output of every window the engine decoded; each window's
+greedy decoding is then replayed on its encoder output to learn which step produced which token.
+
+Word error rates against the references use ``engine.wer`` (its docstring gives the normalisation) and
+are pooled over all clips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine import models
+from engine.audio import load_audio
+from engine.backend import DeviceChoice
+from engine.engine import Engine
+from engine.errors import SaysoError
+from engine.transcript import Transcript
+from engine.wer import ErrorCount, count_errors
+from engine.whisper import WhisperTranscriber
+from engine.whisper.decode import (
+    WINDOW_SECONDS,
+    DecodingResult,
+    LogitRules,
+    decode_window,
+    sot_sequence,
+    split_segments,
+)
+from engine.whisper.model import EncoderOutput, WhisperModel
+from engine.whisper.tokenizer import Tokenizer
+
+NEAR_TIE_LOGITS = 0.5
+"""A difference is a near-tie when our pick beat transcribe.cpp's by less than this many logits."""
+
+
+def default_audio_dir() -> Path:
+    """``$SAYSO_SHARED/audio``, else ``../shared/audio`` beside this checkout."""
+    shared = os.environ.get("SAYSO_SHARED")
+    return (Path(shared) if shared else Path(__file__).resolve().parents[1].parent / "shared") / "audio"
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One row of ``transcripts.tsv``: the file (relative to the audio folder) and its reference text."""
+
+    file: str
+    reference: str
+
+
+def read_clips(audio_dir: Path) -> list[Clip]:
+    with open(audio_dir / "transcripts.tsv", newline="") as f:
+        return [Clip(row["file"], row["reference"]) for row in csv.DictReader(f, delimiter="\t")]
+
+
+@dataclass
+class Divergence:
+    """Where our output first differs from transcribe.cpp's: window ``window`` of the ones the engine
+    decoded, sampling step ``step`` of that window (timestamps count as steps).
+
+    ``ours``/``theirs``: the two picks as text (``theirs`` None when transcribe.cpp's text ended there);
+    ``top2``: our two best tokens and their logits after the logit rules; ``margin``: our pick's logit
+    minus theirs (infinite when the rules forbid their token, or their text ended).
+    """
+
+    window: int
+    step: int
+    ours: str
+    theirs: str | None
+    top2: list[tuple[str, float]]
+    margin: float
+
+    @property
+    def near_tie(self) -> bool:
+        return self.margin < NEAR_TIE_LOGITS
+
+
+@dataclass
+class ClipResult:
+    file: str
+    reference: str
+    ours: str
+    theirs: str
+    ours_errors: ErrorCount
+    theirs_errors: ErrorCount
+    divergence: Divergence | None = None  # set when the texts differ
+
+    @property
+    def equal(self) -> bool:
+        return self.ours == self.theirs
+
+
+class WindowRecorder:
+    """Stands in for the transcriber's ``WhisperModel``: every call passes through, and the encoder
+    output of each window is kept, in the order the engine decoded them (``clear`` between clips)."""
+
+    def __init__(self, model: WhisperModel):
+        self.model = model
+        self.windows: list[EncoderOutput] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
+
+    def encode(self, mel: np.ndarray) -> EncoderOutput:
+        encoded = self.model.encode(mel)
+        self.windows.append(encoded)
+        return encoded
+
+    def clear(self) -> None:
+        self.windows.clear()
+
+
+def step_logits(model: WhisperModel, tokenizer: Tokenizer, encoded: EncoderOutput, result: DecodingResult,
+                step: int) -> np.ndarray:
+    """Our logits [n_vocab] at sampling step ``step`` of a window, after the logit rules.
+
+    Replays ``decode_window`` without a prompt (the engine gives none): the SOT sequence, then the
+    window's first ``step`` sampled tokens one at a time, as the greedy loop feeds them.
+    """
+    state = model.decoder_session(encoded)
+    logits = model.decode_step(state, [model.config.sot])
+    rest = sot_sequence(model, tokenizer, result.language, "transcribe", timestamps=True)[1:]
+    if rest:
+        logits = model.decode_step(state, rest)
+    for token in result.tokens[:step]:
+        logits = model.decode_step(state, [token])
+    logits = np.array(logits, np.float32)
+    LogitRules(model, tokenizer, timestamps=True).apply(logits, result.tokens[:step])
+    return logits
+
+
+def kept_tokens(tokenizer: Tokenizer, results: list[DecodingResult], transcript: Transcript) -> list[tuple[int, int]]:
+    """(window, step) of every text token of ``transcript``, in order.
+
+    A window's segments (``split_segments``) are in the transcript unless the window was dropped as
+    silence; a cut-off window's unfinished tail is in no segment. Raises if the replayed windows don't
+    give the transcript's segments, i.e. the decoding isn't deterministic.
+    """
+    wanted = [[token.id for token in segment.tokens] for segment in transcript.segments]
+    found_at = 0
+    kept = []
+    for window, result in enumerate(results):
+        segments, _ = split_segments(tokenizer, result, 0.0, WINDOW_SECONDS)
+        ids = [[token.id for token in segment.tokens] for segment in segments]
+        if not ids or ids != wanted[found_at : found_at + len(ids)]:
+            continue  # dropped as no speech
+        found_at += len(ids)
+        text_steps = [step for step, token in enumerate(result.tokens) if not tokenizer.is_special(token)]
+        kept += [(window, step) for step in text_steps[: sum(map(len, ids))]]
+    if found_at != len(wanted):
+        raise SaysoError("Replaying the engine's windows gave other segments than the engine: decoding isn't deterministic.")
+    return kept
+
+
+class Evaluator:
+    """One Whisper model loaded in our engine (on ``device``) and in transcribe.cpp, compared clip by clip."""
+
+    def __init__(self, model: str, device: DeviceChoice = "cpu"):
+        import transcribe_cpp  # the reference is needed here only, not by the app
+
+        self.path = models.resolve(model)
+        self.engine = Engine(self.path, device=device)
+        transcriber = self.engine.transcriber
+        if not isinstance(transcriber, WhisperTranscriber):
+            raise SaysoError(f"{model} isn't a Whisper model; engine.accuracy compares Whisper models only.")
+        self.tokenizer = transcriber.tokenizer
+        self.recorder = WindowRecorder(transcriber.model)
+        transcriber.model = self.recorder
+        self.reference = transcribe_cpp.Model(str(self.path))
+
+    def describe(self) -> str:
+        return f"{self.engine.describe()} vs transcribe.cpp, {self.path.name}"
+
+    def evaluate(self, audio_dir: Path, clip: Clip) -> ClipResult:
+        path = audio_dir / clip.file
+        self.recorder.clear()
+        ours = self.engine.transcribe_file(path)
+        theirs = self.reference.session().run(load_audio(path))
+        result = ClipResult(clip.file, clip.reference, ours.text, theirs.text,
+                            count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs.text))
+        if not result.equal:
+            their_tokens = [t for s in theirs.segments if s.text.strip() for t in self.tokenizer.encode(" " + s.text.strip())]
+            result.divergence = self.first_divergence(ours, their_tokens)
+        return result
+
+    def first_divergence(self, ours: Transcript, their_tokens: list[int]) -> Divergence | None:
+        """Our logits where our text tokens and ``their_tokens`` first part (None if they never do)."""
+        model, tokenizer = self.recorder.model, self.tokenizer
+        language = ours.language or None
+        results = [decode_window(model, tokenizer, encoded, language) for encoded in self.recorder.windows]
+        kept = kept_tokens(tokenizer, results, ours)
+        our_tokens = [results[window].tokens[step] for window, step in kept]
+        same = next((i for i, (a, b) in enumerate(zip(our_tokens, their_tokens)) if a != b),
+                    min(len(our_tokens), len(their_tokens)))
+        if same == len(our_tokens) == len(their_tokens):
+            return None  # same tokens, the texts differ only in spacing
+        if same < len(kept):
+            window, step = kept[same]
+        elif kept:  # ours stopped early: the step after our last text token
+            window, step = kept[-1][0], kept[-1][1] + 1
+        else:
+            window, step = 0, 0
+        logits = step_logits(model, tokenizer, self.recorder.windows[window], results[window], step)
+        ours_id, runner_up = (int(i) for i in np.argsort(logits)[::-1][:2])
+        expected = results[window].tokens[step] if step < len(results[window].tokens) else model.config.eot
+        if ours_id != expected:
+            raise SaysoError(f"Replaying window {window} picked another token at step {step} than the engine.")
+        theirs_id = their_tokens[same] if same < len(their_tokens) else None
+        their_logit = float(logits[theirs_id]) if theirs_id is not None else -np.inf
+        return Divergence(
+            window, step, tokenizer.token_text(ours_id),
+            tokenizer.token_text(theirs_id) if theirs_id is not None else None,
+            [(tokenizer.token_text(i), float(logits[i])) for i in (ours_id, runner_up)],
+            float(logits[ours_id]) - their_logit,
+        )
+
+
+def evaluate_all(evaluator: Evaluator, audio_dir: Path) -> list[ClipResult]:
+    return [evaluator.evaluate(audio_dir, clip) for clip in read_clips(audio_dir)]
+
+
+def summary(results: list[ClipResult]) -> dict:
+    """Clip counts and pooled word error rates."""
+    differ = [r for r in results if not r.equal]
+    ours = sum((r.ours_errors for r in results), ErrorCount())
+    theirs = sum((r.theirs_errors for r in results), ErrorCount())
+    return {
+        "clips": len(results),
+        "equal": len(results) - len(differ),
+        "near_ties": sum(1 for r in differ if r.divergence is not None and r.divergence.near_tie),
+        "not_near_ties": sum(1 for r in differ if r.divergence is None or not r.divergence.near_tie),
+        "near_tie_logits": NEAR_TIE_LOGITS,
+        "wer_ours": ours.rate, "errors_ours": ours.errors,
+        "wer_theirs": theirs.rate, "errors_theirs": theirs.errors,
+        "reference_words": ours.words,
+    }
+
+
+def report(results: list[ClipResult], title: str) -> str:
+    lines = [title, ""]
+    for r in results:
+        lines.append(f"{r.file}: {'equal' if r.equal else 'DIFFERENT'}")
+        lines.append(f"  ours:   {r.ours}")
+        lines.append(f"  theirs: {r.theirs}")
+        d = r.divergence
+        if d is not None:
+            top2 = ", ".join(f"{text!r} {logit:.3f}" for text, logit in d.top2)
+            verdict = f"near-tie (< {NEAR_TIE_LOGITS})" if d.near_tie else f"NOT a near-tie (>= {NEAR_TIE_LOGITS})"
+            lines.append(f"  first difference: window {d.window} step {d.step}: ours {d.ours!r}, theirs {d.theirs!r}; "
+                         f"our top-2 {top2}; margin {d.margin:.3f}: {verdict}")
+        elif not r.equal:
+            lines.append("  same tokens: the texts differ only in spacing")
+        lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} "
+                     f"of {r.ours_errors.words} words")
+    s = summary(results)
+    lines += ["", f"{s['equal']}/{s['clips']} clips equal; {s['near_ties']} near-tie differences, "
+              f"{s['not_near_ties']} other differences",
+              f"WER over {s['reference_words']} reference words: ours {s['wer_ours']:.2%} ({s['errors_ours']} errors), "
+              f"transcribe.cpp {s['wer_theirs']:.2%} ({s['errors_theirs']} errors)"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m engine.accuracy", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="model name (whisper-tiny.en, whisper-base) or .gguf path")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of the report")
+    parser.add_argument("--audio", type=Path, default=None, help="folder holding transcripts.tsv")
+    args = parser.parse_args()
+    audio_dir = args.audio or default_audio_dir()
+    evaluator = Evaluator(args.model, args.device)
+    results = evaluate_all(evaluator, audio_dir)
+    if args.json:
+        clips = [{**asdict(r), "equal": r.equal,
+                  "near_tie": r.divergence.near_tie if r.divergence else None} for r in results]
+        json.dump({"model": args.model, "engine": evaluator.describe(), "summary": summary(results), "clips": clips},
+                  sys.stdout, indent=1)
+        print()
+    else:
+        print(report(results, evaluator.describe()))
+
+
+if __name__ == "__main__":
+    main()
