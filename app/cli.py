@@ -84,6 +84,18 @@ def cmd_bench(args) -> int:
 
     from engine import bench
 
+    if args.stream:
+        result = bench.measure_stream(args.model, args.file, "gpu" if args.device == "auto" else args.device,
+                                      args.chunk, args.runs)
+        if args.json:
+            print(json.dumps(result))
+            return 0
+        print(result["description"])
+        for key in ("audio_s", "chunk_s", "finish_ms", "offline_ms", "ratio", "equal", "final_text", "offline_text"):
+            print(f"{key:<14}{result[key]}")
+        for at, text in result["partials"]:
+            print(f"  {at:6.2f} s  {text}")
+        return 0
     if args.compare:
         results = bench.compare(args.model, args.file, runs=args.runs)
         print(json.dumps(results) if args.json else bench.table(results, f"sayso-{args.device}"))
@@ -196,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="our backend (auto: gpu)")
     p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5)")
     p.add_argument("--compare", action="store_true", help="also run transcribe.cpp (Vulkan, CPU) on the same file, each in its own process")
+    p.add_argument("--stream", action="store_true",
+                   help="dictate FILE in real time into a stream session: key-up-to-text (finish_ms) against "
+                        "transcribing it at once (offline_ms), and both texts")
+    p.add_argument("--chunk", type=float, default=0.1, help="with --stream: seconds of audio per chunk (default: 0.1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_bench)
 

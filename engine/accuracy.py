@@ -1,11 +1,12 @@
 """Accuracy of our Whisper against transcribe.cpp on the shared clips, with the cause of every difference.
 
-    python -m engine.accuracy MODEL [--device cpu|gpu] [--json] [--audio DIR]
+    python -m engine.accuracy MODEL [--device cpu|gpu] [--json] [--vad] [--audio DIR]
 
 For each clip of ``DIR/transcripts.tsv`` (default ``$SAYSO_SHARED/audio``, else the checkout's sibling
 ``../shared/audio``) the whole file is transcribed by our ``Engine`` (so a clip over 30 s takes the
 long-audio path: cut at a quiet moment, windows resumed at the last closed segment) and by
 transcribe.cpp on the same GGUF file and the same audio (16 kHz mono from ``engine.audio.load_audio``).
+The engine's VAD trimming is off unless ``--vad`` is given, so both decoders hear the same samples.
 
 Where the texts differ, the first differing token is located and our decoder's logits at that step are
 replayed: both decoders are greedy, so a difference that starts where our two best tokens are nearly
@@ -14,11 +15,15 @@ tied is rounding (Q8_0 dot products, float16 caches, summation order), not a bug
 pick's logit by less than ``NEAR_TIE_LOGITS`` (0.5, about a 1.65x probability ratio). Their pick is
 usually our runner-up, and then this margin is the top-2 margin; it can't be smaller than that one.
 
-transcribe.cpp returns text, not token ids, so its tokens are its segments' texts re-encoded with our
-tokenizer (byte-level BPE is canonical, and greedy Whisper output is canonical BPE in practice). Our
-side's tokens are the ones the engine really sampled: the transcriber's model is wrapped by
-``WindowRecorder``, which keeps the encoder output of every window the engine decoded; each window's
-greedy decoding is then replayed on its encoder output to learn which step produced which token.
+transcribe.cpp returns text, not token ids, so texts are compared byte by byte: the first differing
+step is the first of our sampled text tokens that doesn't continue transcribe.cpp's text, and its pick
+there is taken as the token our model scores highest among those that do continue it (EOT or a
+timestamp where its text ended). That favours transcribe.cpp's side, so a verdict of "not a near-tie"
+is never an artefact of guessing its tokens. (Re-encoding its text would also be wrong for models
+whose tokenizer lacks a BPE merge, as whisper-base's does.) Our side's tokens are the ones the engine
+really sampled: the transcriber's model is wrapped by ``WindowRecorder``, which keeps the encoder
+output of every window the engine decoded; each window's greedy decoding is then replayed on its
+encoder output to learn which step produced which token.
 
 Word error rates against the references use ``engine.wer`` (its docstring gives the normalisation) and
 are pooled over all clips.
@@ -44,14 +49,8 @@ from engine.errors import SaysoError
 from engine.transcript import Transcript
 from engine.wer import ErrorCount, count_errors
 from engine.whisper import WhisperTranscriber
-from engine.whisper.decode import (
-    WINDOW_SECONDS,
-    DecodingResult,
-    LogitRules,
-    decode_window,
-    sot_sequence,
-    split_segments,
-)
+from engine.cpu.ops import whisper_allowed_logits
+from engine.whisper.decode import WINDOW_SECONDS, DecodingResult, decode_window, logit_rules, sot_sequence, split_segments
 from engine.whisper.model import EncoderOutput, WhisperModel
 from engine.whisper.tokenizer import Tokenizer
 
@@ -80,18 +79,18 @@ def read_clips(audio_dir: Path) -> list[Clip]:
 
 @dataclass
 class Divergence:
-    """Where our output first differs from transcribe.cpp's: window ``window`` of the ones the engine
+    """Where our output first leaves transcribe.cpp's text: window ``window`` of the ones the engine
     decoded, sampling step ``step`` of that window (timestamps count as steps).
 
-    ``ours``/``theirs``: the two picks as text (``theirs`` None when transcribe.cpp's text ended there);
+    ``ours``/``theirs``: the two picks as token text (``theirs`` as explained in the module docstring);
     ``top2``: our two best tokens and their logits after the logit rules; ``margin``: our pick's logit
-    minus theirs (infinite when the rules forbid their token, or their text ended).
+    minus theirs (infinite when the rules forbid every token that continues their text).
     """
 
     window: int
     step: int
     ours: str
-    theirs: str | None
+    theirs: str
     top2: list[tuple[str, float]]
     margin: float
 
@@ -137,7 +136,8 @@ class WindowRecorder:
 
 def step_logits(model: WhisperModel, tokenizer: Tokenizer, encoded: EncoderOutput, result: DecodingResult,
                 step: int) -> np.ndarray:
-    """Our logits [n_vocab] at sampling step ``step`` of a window, after the logit rules.
+    """Our logits [n_vocab] at sampling step ``step`` of a window, after the logit rules (float64,
+    -inf where a rule forbids the token).
 
     Replays ``decode_window`` without a prompt (the engine gives none): the SOT sequence, then the
     window's first ``step`` sampled tokens one at a time, as the greedy loop feeds them.
@@ -149,13 +149,12 @@ def step_logits(model: WhisperModel, tokenizer: Tokenizer, encoded: EncoderOutpu
         logits = model.decode_step(state, rest)
     for token in result.tokens[:step]:
         logits = model.decode_step(state, [token])
-    logits = np.array(logits, np.float32)
-    LogitRules(model, tokenizer, timestamps=True).apply(logits, result.tokens[:step])
-    return logits
+    return whisper_allowed_logits(logits, logit_rules(model.config, tokenizer, timestamps=True), result.tokens[:step])
 
 
-def kept_tokens(tokenizer: Tokenizer, results: list[DecodingResult], transcript: Transcript) -> list[tuple[int, int]]:
-    """(window, step) of every text token of ``transcript``, in order.
+def kept_tokens(tokenizer: Tokenizer, results: list[DecodingResult],
+                transcript: Transcript) -> list[tuple[int, int, bool]]:
+    """(window, step, opens a segment) of every text token of ``transcript``, in order.
 
     A window's segments (``split_segments``) are in the transcript unless the window was dropped as
     silence; a cut-off window's unfinished tail is in no segment. Raises if the replayed windows don't
@@ -170,21 +169,27 @@ def kept_tokens(tokenizer: Tokenizer, results: list[DecodingResult], transcript:
         if not ids or ids != wanted[found_at : found_at + len(ids)]:
             continue  # dropped as no speech
         found_at += len(ids)
-        text_steps = [step for step, token in enumerate(result.tokens) if not tokenizer.is_special(token)]
-        kept += [(window, step) for step in text_steps[: sum(map(len, ids))]]
+        text_steps = iter(step for step, token in enumerate(result.tokens) if not tokenizer.is_special(token))
+        kept += [(window, next(text_steps), i == 0) for segment in ids for i in range(len(segment))]
     if found_at != len(wanted):
         raise SaysoError("Replaying the engine's windows gave other segments than the engine: decoding isn't deterministic.")
     return kept
 
 
 class Evaluator:
-    """One Whisper model loaded in our engine (on ``device``) and in transcribe.cpp, compared clip by clip."""
+    """One Whisper model loaded in our engine (on ``device``) and in transcribe.cpp, compared clip by clip.
 
-    def __init__(self, model: str, device: DeviceChoice = "cpu"):
+    ``vad``: trim each piece to its speech first, as the app does. Off by default, so that both decoders
+    hear the same audio; with it the near-tie analysis still runs, but a trimmed window is another input
+    and its differences say nothing about rounding.
+    """
+
+    def __init__(self, model: str, device: DeviceChoice = "cpu", vad: bool = False):
         import transcribe_cpp  # the reference is needed here only, not by the app
 
         self.path = models.resolve(model)
-        self.engine = Engine(self.path, device=device)
+        self.vad = vad
+        self.engine = Engine(self.path, device=device, vad=vad)
         transcriber = self.engine.transcriber
         if not isinstance(transcriber, WhisperTranscriber):
             raise SaysoError(f"{model} isn't a Whisper model; engine.accuracy compares Whisper models only.")
@@ -194,7 +199,8 @@ class Evaluator:
         self.reference = transcribe_cpp.Model(str(self.path))
 
     def describe(self) -> str:
-        return f"{self.engine.describe()} vs transcribe.cpp, {self.path.name}"
+        trimmed = ", pieces trimmed to speech (VAD)" if self.vad else ""
+        return f"{self.engine.describe()}{trimmed} vs transcribe.cpp, {self.path.name}"
 
     def evaluate(self, audio_dir: Path, clip: Clip) -> ClipResult:
         path = audio_dir / clip.file
@@ -204,44 +210,48 @@ class Evaluator:
         result = ClipResult(clip.file, clip.reference, ours.text, theirs.text,
                             count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs.text))
         if not result.equal:
-            their_tokens = [t for s in theirs.segments if s.text.strip() for t in self.tokenizer.encode(" " + s.text.strip())]
-            result.divergence = self.first_divergence(ours, their_tokens)
+            result.divergence = self.first_divergence(ours, theirs.text)
         return result
 
-    def first_divergence(self, ours: Transcript, their_tokens: list[int]) -> Divergence | None:
-        """Our logits where our text tokens and ``their_tokens`` first part (None if they never do)."""
+    def first_divergence(self, ours: Transcript, theirs: str) -> Divergence | None:
+        """Our logits where our sampled text first leaves the text ``theirs`` (None if it never does)."""
         model, tokenizer = self.recorder.model, self.tokenizer
-        language = ours.language or None
-        results = [decode_window(model, tokenizer, encoded, language) for encoded in self.recorder.windows]
+        results = [decode_window(model, tokenizer, encoded, ours.language or None) for encoded in self.recorder.windows]
         kept = kept_tokens(tokenizer, results, ours)
-        our_tokens = [results[window].tokens[step] for window, step in kept]
-        same = next((i for i, (a, b) in enumerate(zip(our_tokens, their_tokens)) if a != b),
-                    min(len(our_tokens), len(their_tokens)))
-        if same == len(our_tokens) == len(their_tokens):
-            return None  # same tokens, the texts differ only in spacing
-        if same < len(kept):
-            window, step = kept[same]
-        elif kept:  # ours stopped early: the step after our last text token
-            window, step = kept[-1][0], kept[-1][1] + 1
+        their_bytes = f" {theirs.strip()}".encode() if theirs.strip() else b""  # our segments open with a space token
+        at = 0  # bytes of their text matched so far
+        for window, step, opens_segment in kept:
+            piece = tokenizer.token_bytes(results[window].tokens[step])
+            if opens_segment and not piece.startswith(b" ") and their_bytes.startswith(b" ", at):
+                at += 1  # the transcript joins segments with a space
+            if not their_bytes.startswith(piece, at):
+                break
+            at += len(piece)
         else:
-            window, step = 0, 0
+            if at == len(their_bytes):
+                return None  # same text up to spacing
+            window, step = (kept[-1][0], kept[-1][1] + 1) if kept else (0, 0)  # our text ended first: the next step
+
         logits = step_logits(model, tokenizer, self.recorder.windows[window], results[window], step)
         ours_id, runner_up = (int(i) for i in np.argsort(logits)[::-1][:2])
         expected = results[window].tokens[step] if step < len(results[window].tokens) else model.config.eot
         if ours_id != expected:
             raise SaysoError(f"Replaying window {window} picked another token at step {step} than the engine.")
-        theirs_id = their_tokens[same] if same < len(their_tokens) else None
-        their_logit = float(logits[theirs_id]) if theirs_id is not None else -np.inf
+        theirs_id = max(self.continuations(their_bytes[at:]), key=lambda t: logits[t])
         return Divergence(
-            window, step, tokenizer.token_text(ours_id),
-            tokenizer.token_text(theirs_id) if theirs_id is not None else None,
+            window, step, tokenizer.token_text(ours_id), tokenizer.token_text(theirs_id),
             [(tokenizer.token_text(i), float(logits[i])) for i in (ours_id, runner_up)],
-            float(logits[ours_id]) - their_logit,
+            float(logits[ours_id] - logits[theirs_id]),
         )
 
-
-def evaluate_all(evaluator: Evaluator, audio_dir: Path) -> list[ClipResult]:
-    return [evaluator.evaluate(audio_dir, clip) for clip in read_clips(audio_dir)]
+    def continuations(self, rest: bytes) -> list[int]:
+        """Token ids that could come next in a text whose remaining bytes are ``rest``: the text tokens
+        that start it, or EOT and the timestamps when nothing remains."""
+        tokenizer, config = self.tokenizer, self.recorder.model.config
+        if not rest:
+            return [config.eot, *range(tokenizer.timestamp_begin, config.n_vocab)]
+        return [t for t in range(tokenizer.timestamp_begin)
+                if not tokenizer.is_special(t) and tokenizer.token_bytes(t) and rest.startswith(tokenizer.token_bytes(t))]
 
 
 def summary(results: list[ClipResult]) -> dict:
@@ -261,28 +271,35 @@ def summary(results: list[ClipResult]) -> dict:
     }
 
 
-def report(results: list[ClipResult], title: str) -> str:
-    lines = [title, ""]
-    for r in results:
-        lines.append(f"{r.file}: {'equal' if r.equal else 'DIFFERENT'}")
-        lines.append(f"  ours:   {r.ours}")
-        lines.append(f"  theirs: {r.theirs}")
-        d = r.divergence
-        if d is not None:
-            top2 = ", ".join(f"{text!r} {logit:.3f}" for text, logit in d.top2)
-            verdict = f"near-tie (< {NEAR_TIE_LOGITS})" if d.near_tie else f"NOT a near-tie (>= {NEAR_TIE_LOGITS})"
-            lines.append(f"  first difference: window {d.window} step {d.step}: ours {d.ours!r}, theirs {d.theirs!r}; "
-                         f"our top-2 {top2}; margin {d.margin:.3f}: {verdict}")
-        elif not r.equal:
-            lines.append("  same tokens: the texts differ only in spacing")
-        lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} "
-                     f"of {r.ours_errors.words} words")
+def clip_lines(r: ClipResult) -> list[str]:
+    """One clip's part of the report: both texts, the first difference and its verdict, word errors."""
+    lines = [f"{r.file}: {'equal' if r.equal else 'DIFFERENT'}", f"  ours:   {r.ours}", f"  theirs: {r.theirs}"]
+    d = r.divergence
+    if d is not None:
+        top2 = ", ".join(f"{text!r} {logit:.3f}" for text, logit in d.top2)
+        verdict = f"near-tie (< {NEAR_TIE_LOGITS})" if d.near_tie else f"NOT a near-tie (>= {NEAR_TIE_LOGITS})"
+        lines.append(f"  first difference: window {d.window} step {d.step}: ours {d.ours!r}, theirs {d.theirs!r}; "
+                     f"our top-2 {top2}; margin {d.margin:.3f}: {verdict}")
+    elif not r.equal:
+        lines.append("  the texts differ only in spacing")
+    lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} of {r.ours_errors.words} words")
+    return lines
+
+
+def summary_lines(results: list[ClipResult]) -> list[str]:
     s = summary(results)
-    lines += ["", f"{s['equal']}/{s['clips']} clips equal; {s['near_ties']} near-tie differences, "
-              f"{s['not_near_ties']} other differences",
-              f"WER over {s['reference_words']} reference words: ours {s['wer_ours']:.2%} ({s['errors_ours']} errors), "
-              f"transcribe.cpp {s['wer_theirs']:.2%} ({s['errors_theirs']} errors)"]
-    return "\n".join(lines)
+    return [f"{s['equal']}/{s['clips']} clips equal; {s['near_ties']} differences at a near-tie, "
+            f"{s['not_near_ties']} other differences",
+            f"WER over {s['reference_words']} reference words: ours {s['wer_ours']:.2%} ({s['errors_ours']} errors), "
+            f"transcribe.cpp {s['wer_theirs']:.2%} ({s['errors_theirs']} errors)"]
+
+
+def as_json(r: ClipResult) -> dict:
+    """A clip's result for ``--json``; an infinite margin (no allowed continuation) becomes null."""
+    out = {**asdict(r), "equal": r.equal, "near_tie": r.divergence.near_tie if r.divergence else None}
+    if r.divergence is not None and not np.isfinite(r.divergence.margin):
+        out["divergence"]["margin"] = None
+    return out
 
 
 def main() -> None:
@@ -290,19 +307,26 @@ def main() -> None:
     parser.add_argument("model", help="model name (whisper-tiny.en, whisper-base) or .gguf path")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the report")
-    parser.add_argument("--audio", type=Path, default=None, help="folder holding transcripts.tsv")
+    parser.add_argument("--vad", action="store_true", help="trim our pieces to speech as the app does "
+                        "(transcribe.cpp still hears the whole file)")
+    parser.add_argument("--audio", type=Path, default=None, help="folder holding transcripts.tsv "
+                        "(default: $SAYSO_SHARED/audio, else ../shared/audio beside the checkout)")
     args = parser.parse_args()
     audio_dir = args.audio or default_audio_dir()
-    evaluator = Evaluator(args.model, args.device)
-    results = evaluate_all(evaluator, audio_dir)
+    evaluator = Evaluator(args.model, args.device, vad=args.vad)
+    if not args.json:
+        print(evaluator.describe(), flush=True)
+    results = []
+    for clip in read_clips(audio_dir):
+        results.append(evaluator.evaluate(audio_dir, clip))
+        if not args.json:
+            print("\n".join(clip_lines(results[-1])), flush=True)
     if args.json:
-        clips = [{**asdict(r), "equal": r.equal,
-                  "near_tie": r.divergence.near_tie if r.divergence else None} for r in results]
-        json.dump({"model": args.model, "engine": evaluator.describe(), "summary": summary(results), "clips": clips},
-                  sys.stdout, indent=1)
+        json.dump({"model": args.model, "engine": evaluator.describe(), "summary": summary(results),
+                   "clips": [as_json(r) for r in results]}, sys.stdout, indent=1)
         print()
     else:
-        print(report(results, evaluator.describe()))
+        print("\n".join(["", *summary_lines(results)]))
 
 
 if __name__ == "__main__":

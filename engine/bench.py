@@ -5,6 +5,7 @@ engine's warm caches or thread pools from helping or hurting another. Each child
 
     python -m engine.bench ENGINE MODEL FILE [--runs N]      # one engine, one JSON line
     sayso bench --compare MODEL FILE [--json]               # every engine: a table and our ratios
+    sayso bench --stream MODEL FILE [--device cpu]          # a dictation: key-up to text, streamed vs not
 """
 
 from __future__ import annotations
@@ -61,6 +62,50 @@ def measure(engine: str, model: str, file: str, runs: int = 5) -> dict:
         "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "audio_s": round(audio_s, 2),
         "text": text,
+    }
+
+
+def measure_stream(model: str, file: str, device: str = "cpu", chunk_seconds: float = 0.1, runs: int = 3) -> dict:
+    """FILE dictated in real time: chunks fed to a stream session as a microphone would deliver them
+    (each once the wall clock has reached its end), then ``finish`` at the moment the last chunk was
+    due, the key-up. ``finish_ms``: key-up to final text. ``offline_ms``: the warm median over ``runs``
+    of transcribing the same audio at once, what the key-up would cost without streaming."""
+    from engine.audio import load_audio
+    from engine.engine import Engine
+
+    pcm = load_audio(file)
+    engine = Engine(model, device=device)
+    times = []
+    for _ in range(runs + 1):
+        start = time.perf_counter()
+        offline = engine.transcribe(pcm)
+        times.append((time.perf_counter() - start) * 1000)
+    offline_ms = sorted(times[1:])[len(times[1:]) // 2]
+
+    session = engine.stream()
+    step = max(1, int(chunk_seconds * SAMPLE_RATE))
+    partials: list[tuple[float, str]] = []
+    begin = time.perf_counter()
+    for start in range(0, len(pcm), step):
+        chunk = pcm[start : start + step]
+        time.sleep(max(0.0, begin + (start + len(chunk)) / SAMPLE_RATE - time.perf_counter()))
+        text = session.feed(chunk)
+        if text and (not partials or partials[-1][1] != text):
+            partials.append((round(time.perf_counter() - begin, 2), text))
+    key_up = begin + len(pcm) / SAMPLE_RATE
+    streamed = session.finish()
+    finish_ms = (time.perf_counter() - key_up) * 1000
+    return {
+        "description": engine.describe(),
+        "audio_s": round(len(pcm) / SAMPLE_RATE, 2),
+        "chunk_s": chunk_seconds,
+        "finish_ms": round(finish_ms, 1),
+        "offline_ms": round(offline_ms, 1),
+        "ratio": round(finish_ms / offline_ms, 3),
+        "equal": streamed == offline,
+        "partials": partials,
+        "final_text": streamed.text,
+        "offline_text": offline.text,
     }
 
 

@@ -1,8 +1,10 @@
 """The engine's front door: load a model on a backend, transcribe audio of any length.
 
 ``Engine`` knows nothing of model internals: the family's transcriber handles one piece of audio
-(at most its window, 30 s for Whisper) and the engine cuts long audio at quiet moments, shifts each
-piece's timestamps onto the file, reports progress and honours cancellation between pieces.
+(at most its window, 30 s for Whisper) and the engine cuts long audio at quiet moments, trims each
+piece to its speech (``engine.vad``: a piece without speech gives no text and never reaches the
+model), shifts each piece's timestamps onto the file, reports progress and honours cancellation
+between pieces. ``stream`` does the same for a dictation while it is being spoken (``engine.stream``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from engine import audio, families, models
 from engine.backend import DeviceChoice, make_ops
+from engine.vad import PAUSE_SECONDS, SileroModel, Vad
 from engine.errors import SaysoError
 from engine.gguf.reader import ModelFile
 from engine.segmenter import SAMPLE_RATE, pieces
@@ -31,15 +34,24 @@ class Cancelled(SaysoError):
 
 
 class Engine:
-    """A model loaded on a backend. Not thread-safe: one thread (the app's engine thread) owns it."""
+    """A model loaded on a backend. One thread (the app's engine thread) owns it; a stream session's
+    own thread takes turns with it (``lock``), one piece of audio at a time.
 
-    def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto", notify: Callable[[str], None] | None = None):
+    ``vad``: trim each piece to its speech with Silero VAD (fetched from PyPI on first use); without
+    it every piece goes to the model whole, silence and all.
+    """
+
+    def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto",
+                 notify: Callable[[str], None] | None = None, vad: bool = True):
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
         self.model_file = ModelFile(path)
         self.ops = make_ops(device)
         self.transcriber = families.load(self.model_file, self.ops)
+        self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
+        self.vad = SileroModel.shared(progress) if vad else None
+        self.lock = threading.RLock()
 
     def describe(self) -> str:
         return f"{self.model_name} on {self.ops.describe()}"
@@ -58,6 +70,47 @@ class Engine:
         total = audio.duration(path)
         return self._run(audio.stream_audio(path), total, language, task, prompt, progress, cancel)
 
+    def stream(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None,
+               partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
+        """A ``StreamSession`` for a dictation: feed it audio as it is recorded, read the text so far,
+        and ``finish`` it for exactly what ``transcribe`` gives on the whole recording."""
+        from engine.stream import StreamSession
+
+        return StreamSession(self, language, task, prompt, partials=partials, background=background, pause=pause)
+
+    def speech_vad(self, pause: float = PAUSE_SECONDS) -> Vad | None:
+        """A fresh ``Vad`` for one piece of audio, or None when this engine doesn't trim to speech."""
+        return None if self.vad is None else Vad(pause, model=self.vad)
+
+    def speech_span(self, piece: np.ndarray) -> tuple[int, int] | None:
+        """The samples of ``piece`` that go to the model: from its first speech to its last (None: no
+        speech), or all of it without VAD."""
+        vad = self.speech_vad()
+        if vad is None:
+            return (0, len(piece)) if len(piece) else None
+        vad.feed(piece)
+        return vad.span()
+
+    def transcribe_piece(self, piece: np.ndarray, offset: float, span: tuple[int, int] | None,
+                         language: str | None, task: str, prompt: str | None,
+                         features=None, interrupt: threading.Event | None = None) -> tuple[list[Segment], str | None]:
+        """Segments (in seconds from the start of the audio) of ``piece[span[0]:span[1]]``, one piece
+        that starts ``offset`` seconds in, and the language after it. ``features``: the family's keeper
+        of frontend frames for audio that starts at ``span[0]``; ``interrupt``: stops the work with
+        ``errors.Interrupted`` once set. Each goes to the family only if it takes it (``self.hooks``)."""
+        if span is None:
+            return [], language
+        start, end = span
+        given = {"features": features, "interrupt": interrupt}
+        extra = {name: value for name, value in given.items() if value is not None and name in self.hooks}
+        with self.lock:
+            return self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
+                                               language=language, task=task, prompt=prompt, **extra)
+
+    def make_transcript(self, segments: list[Segment], language: str | None, duration: float) -> Transcript:
+        text = " ".join(s.text.strip() for s in segments if s.text.strip())
+        return Transcript(text=text, segments=segments, language=language or "", duration=duration, model=self.model_name)
+
     def _run(self, chunks: Iterable[np.ndarray], total: float, language, task, prompt, progress, cancel) -> Transcript:
         segments: list[Segment] = []
         duration = 0.0
@@ -65,15 +118,14 @@ class Engine:
         for offset, piece in pieces(chunks, max_seconds=window):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            found, language = self.transcriber.transcribe(piece, offset=offset, language=language, task=task, prompt=prompt)
+            found, language = self.transcribe_piece(piece, offset, self.speech_span(piece), language, task, prompt)
             segments.extend(found)
             duration = offset + len(piece) / SAMPLE_RATE
             if progress is not None and total > 0:
                 progress(min(1.0, duration / total))
         if progress is not None:
             progress(1.0)
-        text = " ".join(s.text.strip() for s in segments if s.text.strip())
-        return Transcript(text=text, segments=segments, language=language or "", duration=duration, model=self.model_name)
+        return self.make_transcript(segments, language, duration)
 
     def close(self) -> None:
         device = getattr(self.ops, "device", None)

@@ -27,3 +27,14 @@ class AudioError(SaysoError):
 
 class GpuError(SaysoError):
     """The GPU failed: no adapter, a validation error, device loss, out of memory, a cancelled submission."""
+
+
+class Interrupted(Exception):
+    """A pass was abandoned because its result no longer mattered (a stream session's newer audio made
+    it stale); raised by ``check_interrupt``. Not an error: nothing is shown to the user."""
+
+
+def check_interrupt(interrupt) -> None:
+    """Raise ``Interrupted`` if ``interrupt`` (a ``threading.Event`` or None) is set."""
+    if interrupt is not None and interrupt.is_set():
+        raise Interrupted()

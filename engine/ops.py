@@ -18,6 +18,9 @@ Conventions that hold for every method:
 * Methods return new tensors; inputs are never modified unless the docstring says so (KV caches).
 * Token ids are a backend tensor of uint32 (``ids``) so that an argmax on the GPU can feed the next
   step's embedding without a read-back.
+* Greedy decoding can stay on the backend for many steps: ``whisper_select`` picks the next token
+  under Whisper's logit rules, writes it where the next step's ``embed`` reads it and keeps the
+  history, which is read back once for several steps (``read_whisper_selection``).
 """
 
 from __future__ import annotations
@@ -52,10 +55,36 @@ class WeightSource:
     data: np.ndarray
 
 
+@dataclass(frozen=True)
+class WhisperRules:
+    """What Whisper's greedy token selection needs to know of a vocabulary (see ``Ops.whisper_select``).
+
+    ``suppress``: ids never chosen (the model's suppress_tokens and every control token between EOT
+    and the timestamps). ``begin_suppress``: ids not chosen at the first step (a bare space, EOT).
+    Ids from ``timestamp_begin`` up are timestamps, 20 ms apart; ``max_initial_timestamp`` is the
+    index (from ``timestamp_begin``) of the latest timestamp allowed as the first token.
+    ``timestamps`` False suppresses every timestamp instead of applying the timestamp rules.
+    Frozen and hashable, so a backend can upload its masks once per distinct set of rules.
+    """
+
+    n_vocab: int
+    eot: int
+    timestamp_begin: int
+    suppress: tuple[int, ...]
+    begin_suppress: tuple[int, ...]
+    timestamps: bool
+    max_initial_timestamp: int
+
+
 class Ops(abc.ABC):
     """Abstract backend. See the module docstring for layout conventions."""
 
     name: str  # "gpu" or "cpu"
+
+    decode_steps_per_read: int = 1
+    """Decoder steps to record between read-backs of a ``whisper_selection``
+    (``engine.whisper.decode.sample_greedy``): 1 where reading is free, more where each read-back is
+    a round trip to a GPU."""
 
     # ---- data movement ------------------------------------------------------------------------
 
@@ -205,6 +234,40 @@ class Ops(abc.ABC):
     @abc.abstractmethod
     def argmax(self, x: Tensor) -> Tensor:
         """Index of the largest value of each row of x: [M, N] -> ids [M] (first index on ties)."""
+
+    @abc.abstractmethod
+    def whisper_selection(self, rules: WhisperRules, capacity: int) -> Any:
+        """A new greedy selection over one window: room for ``capacity`` chosen tokens (EOT included),
+        none chosen yet. It owns the ids tensor [1] that ``whisper_select`` writes."""
+
+    @abc.abstractmethod
+    def whisper_select(self, logits: Tensor, selection: Any) -> Tensor:
+        """Choose the next token from logits [1, n_vocab] under Whisper's rules; return ids [1].
+
+        The returned tensor is the selection's own ids tensor, the same one at every call, so that
+        the next step's ``embed`` reads the choice on the backend. With ``h`` the tokens chosen so
+        far (``n`` of them, the prompt and SOT sequence excluded), a token is allowed unless:
+
+        * it is in ``rules.suppress``, or ``n == 0`` and it is in ``rules.begin_suppress``;
+        * ``rules.timestamps`` is False and it is a timestamp;
+        * timestamp rules (OpenAI's ApplyTimestampRules), when ``rules.timestamps``:
+          if ``h[-1]`` is a timestamp and so is ``h[-2]`` (or ``n == 1``), no timestamp; if ``h[-1]``
+          is a timestamp and ``h[-2]`` is not, no text below EOT; a timestamp below the last chosen
+          one, or equal to it unless ``h[-1]`` is that timestamp and ``h[-2]`` is not; at ``n == 0``
+          no text and no timestamp past ``timestamp_begin + max_initial_timestamp``.
+
+        Then, if the log-sum-exp of the allowed timestamps' log-probabilities exceeds the largest
+        allowed text (non-timestamp) log-probability, text is disallowed too. The choice is the
+        largest allowed logit (first index on ties); its log-probability, under a softmax over the
+        allowed tokens only, is recorded with it. Once EOT was chosen, or ``capacity`` tokens,
+        every further call leaves the history alone and writes EOT to the ids (so steps recorded
+        past the end are harmless).
+        """
+
+    @abc.abstractmethod
+    def read_whisper_selection(self, selection: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens chosen so far, uint32 [n], and their log-probabilities, float64 [n], in order;
+        the last token is EOT if it was chosen. Submits pending GPU work and waits for it."""
 
     @abc.abstractmethod
     def kv_cache(self, n_heads: int, head_dim: int, capacity: int) -> Any:

@@ -27,6 +27,45 @@ def quietest_cut(pcm: np.ndarray, lo: int, hi: int) -> int:
     return lo + int(np.argmin(energy)) * HOP + FRAME // 2
 
 
+class Cutter:
+    """Cuts audio that arrives in chunks into pieces of at most ``max_seconds``, as it arrives.
+
+    ``push`` returns the pieces completed by a chunk as ``(start_sample, pcm)``; ``rest`` is the
+    unfinished piece. A cut depends only on the audio before the limit, so the pieces are the same
+    whatever the chunks: a live dictation is cut where its recording would be.
+    """
+
+    def __init__(self, max_seconds: float = 30.0, search_seconds: float = 5.0):
+        self.limit = int(max_seconds * SAMPLE_RATE)
+        self.search = int(search_seconds * SAMPLE_RATE)
+        self.start = 0  # sample where the unfinished piece starts
+        self._buffer = np.zeros(SAMPLE_RATE, np.float32)  # grows by doubling: no copy per chunk
+        self._length = 0
+
+    @property
+    def rest(self) -> np.ndarray:
+        """The unfinished piece so far (a view: later pushes don't change its samples)."""
+        return self._buffer[: self._length]
+
+    def push(self, chunk: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        chunk = np.asarray(chunk, np.float32).reshape(-1)
+        if self._length + len(chunk) > len(self._buffer):
+            grown = np.zeros(max(2 * len(self._buffer), self._length + len(chunk)), np.float32)
+            grown[: self._length] = self.rest
+            self._buffer = grown
+        self._buffer[self._length : self._length + len(chunk)] = chunk
+        self._length += len(chunk)
+        done = []
+        while self._length > self.limit:
+            buffer = self.rest
+            cut = quietest_cut(buffer, self.limit - self.search, self.limit)
+            done.append((self.start, buffer[:cut]))
+            self._buffer = buffer[cut:].copy()  # a new array: the piece handed out stays as it is
+            self._length = len(self._buffer)
+            self.start += cut
+        return done
+
+
 def pieces(
     chunks: Iterable[np.ndarray],
     max_seconds: float = 30.0,
@@ -37,16 +76,9 @@ def pieces(
     Each cut is at the quietest moment of the last ``search_seconds`` before the limit. Only the
     unfinished piece is buffered.
     """
-    limit = int(max_seconds * SAMPLE_RATE)
-    search = int(search_seconds * SAMPLE_RATE)
-    buffer = np.zeros(0, np.float32)
-    start = 0
+    cutter = Cutter(max_seconds, search_seconds)
     for chunk in chunks:
-        buffer = np.concatenate([buffer, np.asarray(chunk, np.float32).reshape(-1)])
-        while len(buffer) > limit:
-            cut = quietest_cut(buffer, limit - search, limit)
-            yield start / SAMPLE_RATE, buffer[:cut]
-            buffer = buffer[cut:]
-            start += cut
-    if len(buffer):
-        yield start / SAMPLE_RATE, buffer
+        for start, piece in cutter.push(chunk):
+            yield start / SAMPLE_RATE, piece
+    if len(cutter.rest):
+        yield cutter.start / SAMPLE_RATE, cutter.rest

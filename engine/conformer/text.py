@@ -40,9 +40,6 @@ class Vocabulary:
         types = [int(t) for t in model_file.get("tokenizer.ggml.token_type", [1] * len(pieces))]
         return cls(pieces, types)
 
-    def __len__(self) -> int:
-        return len(self.pieces)
-
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids`` (see the module docstring)."""
         out = bytearray()

@@ -1,19 +1,27 @@
 """Random-weight models in transcribe.cpp's exact GGUF layouts, for tests that need a model of a family
 whose real weights are not at hand (Parakeet TDT v2/v3, GigaAM v3 CTC/RNN-T, char and SentencePiece).
 
-The keys, their GGUF types and order, the tensor names, shapes, types (all F32, as the reference
-converters ``convert-parakeet.py`` and ``convert-gigaam.py`` write them) and order are the converters';
+The keys, their GGUF types and order, the tensor names, shapes, types (all F32 by default, as the
+reference converters ``convert-parakeet.py`` and ``convert-gigaam.py`` write them) and order are the converters';
 only the values are random. ``small`` shrinks the dimensions (two layers, d_model 64) so a model runs
 in a fraction of a second on the numpy backend; without it the dimensions are the published ones.
 
-Weights are seeded normal draws scaled by 1/sqrt(fan-in), the layers after a ReLU or SiLU with rows
-that sum to zero (so the activations' positive mean doesn't pile up as a constant offset), so
-activations keep unit scale through the layers. A random encoder's output still carries a large part
-that is the same on every frame, which would make the head pick the same token everywhere, so the
-head's biases are calibrated: the model is run (numpy backend) on a synthetic speech-like signal and
-every output's mean over the frames is subtracted, then the blank's bias is set so that blank wins
-about ``BLANK_SHARE`` of the frames, and TDT's duration biases favour moving on by one or two frames.
-The result emits a varied, deterministic token sequence whose argmax decisions have clear margins.
+Weights are seeded normal draws scaled by 1/sqrt(fan-in), layers that follow a ReLU or SiLU with
+rows summing to zero (so the activations' positive mean doesn't pile up as a constant offset), and
+queries and keys drawn larger so attention is peaked rather than an average over all frames.
+
+The output head is then calibrated on the model itself: it is run (numpy backend) on a synthetic
+speech-like signal, every output's mean over the frames is subtracted (a random encoder's output has
+a large part that is the same on every frame, which would make one token win everywhere), and the
+blank's bias is set for a share of blank frames (CTC) or a rate of tokens (RNN-T). Transducers get a
+joint whose hidden units are split between the encoder and the predictor, the predictor's half fit
+so that it lowers the logits of the last few tokens: the model moves on after a token instead of
+repeating it, as a trained one does. TDT's durations mostly follow fixed preferences (1 or 2 frames,
+rarely 0). The result emits a varied, deterministic token sequence. ``quantized`` writes the
+matrices in Q8_0 and the conv kernels in F16, as transcribe.cpp's published files are.
+
+Calibration uses a synthetic signal, so how many tokens a model emits varies between real clips (a
+few have none); the tests pick clips on which every family has plenty to say.
 """
 
 from __future__ import annotations
@@ -49,10 +57,11 @@ TDT_MAX_SYMBOLS = 10
 ATTENTION_GAIN = 2.0  # query and key scale: scores of a few units, attention on a few frames
 HEAD_GAIN = 6.0  # output-head scale: token logits several units apart, so argmax decisions are clear
 SELF_SUPPRESSION = 20.0  # logit units the predictor takes off the token it was just fed
-SUPPRESSION_DECAY = (1.0, 0.8, 0.6, 0.4, 0.2)  # share of it for the last, second and third last tokens
+SUPPRESSION_DECAY = (1.0, 0.8, 0.6, 0.4, 0.2)  # share of it for the last token, the one before, ...
 BLANK_SHARE = 0.75  # CTC: frames on which blank wins after calibration
 TOKEN_RATE = 0.5  # RNN-T: tokens per encoder frame after calibration
-DURATION_PREFERENCE = [-3.0, 1.0, 0.5, -0.5, -1.0]  # TDT: favour durations 1 and 2 (0 rare), in logit std units
+DURATION_SCALE = 0.25  # TDT: duration outputs follow the audio a little...
+DURATION_PREFERENCE = [-4.0, 2.0, 1.0, 0.0, -1.0]  # ...and mostly these logits: 1 and 2 frames, rarely 0
 CALIBRATION_SECONDS = 8.0
 
 
@@ -113,8 +122,22 @@ class Layout:
     meta: list[Meta]
     tensors: dict[str, np.ndarray]  # insertion order is file order
 
-    def write(self, path: Path) -> None:
-        write_gguf(path, self.arch, self.meta, [TensorOut(name, v, "F32") for name, v in self.tensors.items()])
+    def write(self, path: Path, quantized: bool = False) -> None:
+        """Write ``path`` in F32, as the reference converters do, or ``quantized`` the way
+        transcribe.cpp's published files are: matrices Q8_0, convolution kernels F16, the rest F32."""
+        types = {name: _published_type(name, v) if quantized else "F32" for name, v in self.tensors.items()}
+        write_gguf(path, self.arch, self.meta, [TensorOut(name, v, types[name]) for name, v in self.tensors.items()])
+
+
+def _published_type(name: str, values: np.ndarray) -> str:
+    """transcribe-quantize's Q8_0 policy: norms, biases, BatchNorm statistics, rel-pos biases and the
+    frontend stay F32; convolution kernels (3-D, 4-D) go to F16; matrices to Q8_0 (F16 when a row
+    isn't a whole number of 32-value blocks)."""
+    if values.ndim < 2 or name.startswith("frontend.") or "pos_bias" in name:
+        return "F32"
+    if values.ndim > 2 or values.shape[-1] % 32:
+        return "F16"
+    return "Q8_0"
 
 
 def random_layout(family: str, small: bool = False, seed: int = 0) -> Layout:
@@ -126,13 +149,15 @@ def random_layout(family: str, small: bool = False, seed: int = 0) -> Layout:
     return build(spec, spec.small if small else spec.full, _Draw(np.random.default_rng(seed)))
 
 
-def write_random_model(family: str, out: str | Path, small: bool = False, seed: int = 0) -> Path:
-    """Write a calibrated random-weight model of ``family`` (a key of ``FAMILIES``) to ``out``."""
+def write_random_model(family: str, out: str | Path, small: bool = False, seed: int = 0,
+                       quantized: bool = False) -> Path:
+    """Write a calibrated random-weight model of ``family`` (a key of ``FAMILIES``) to ``out``, in F32
+    or ``quantized`` as published files are (``Layout.write``)."""
     layout = random_layout(family, small, seed)
     out = Path(out)
     layout.write(out)  # first with the drawn head, to run the encoder it describes
     _calibrate_head(layout, out, FAMILIES[family].head)
-    layout.write(out)
+    layout.write(out, quantized)
     return out
 
 
@@ -270,9 +295,9 @@ def _transducer(draw: _Draw, d: Dims, n_tokens: int, n_durations: int) -> dict[s
     """Predictor (embedding + LSTM layers, the two PyTorch biases summed) and joint network.
 
     The joint's hidden units are split in two: the first half sees only the encoder, the second only
-    the predictor, so a logit is (what the frame says) + (what the last token says). The LSTM gates
-    are biased to keep a short memory (forget gate ~0.27), so its output mostly reflects the last
-    token or two. The output weights of the predictor half and every output bias are set by calibration.
+    the predictor, so a logit is (what the frame says) + (what the last tokens say). The LSTM gates
+    are biased (input and output gates open, forget gate half open) so its output reflects the last
+    few tokens. The output weights of the predictor half and every output bias are set by calibration.
     """
     h, j = d.pred_hidden, d.joint_hidden
     half = j // 2
@@ -285,6 +310,7 @@ def _transducer(draw: _Draw, d: Dims, n_tokens: int, n_durations: int) -> dict[s
     pred_w, pred_b = draw.linear(j, h, 2.0), draw.normal((j,), 0.1)
     enc_w[half:], enc_b[half:], pred_w[:half], pred_b[:half] = 0, 0, 0, 0
     out_w = draw.linear(n_tokens + n_durations, half, HEAD_GAIN)
+    out_w[n_tokens:] *= np.float32(DURATION_SCALE)  # durations: mostly their calibrated preference
     return t | {
         "joint.enc.weight": enc_w, "joint.enc.bias": enc_b, "joint.pred.weight": pred_w, "joint.pred.bias": pred_b,
         "joint.out.weight": np.concatenate([out_w, np.zeros_like(out_w)], axis=1),
@@ -500,9 +526,7 @@ def _calibrate_head(layout: Layout, path: Path, head: str) -> None:
     t["joint.out.weight"][:, half:] = _self_suppression(transcriber.model.head.predictor, t, n_tokens)
     bias = _centred_bias(logits[:, :n_tokens], n_tokens - 1)
     if head == "tdt":
-        durations = logits[:, n_tokens:]
-        preference = np.asarray(DURATION_PREFERENCE, np.float32) * (durations - durations.mean(axis=0)).std()
-        bias = np.concatenate([bias, -durations.mean(axis=0) + preference])
+        bias = np.concatenate([bias, -logits[:, n_tokens:].mean(axis=0) + np.asarray(DURATION_PREFERENCE, np.float32)])
         t["joint.out.bias"] = bias.astype(np.float32)  # durations move the search on: no runs of tokens
     else:
         t["joint.out.bias"] = _blank_for_rate(transcriber.model.head, t["joint.out.weight"], bias, projected, n_tokens - 1)
@@ -530,8 +554,9 @@ def _self_suppression(predictor, t: dict[str, np.ndarray], n_tokens: int, histor
     """Output weights [V (+ durations), J/2] of the joint's predictor half, fit by least squares over
     random token histories (``history`` tokens from the start state, up to ``max_steps`` in all) so
     that the predictor lowers the logits of the last few tokens by ``SELF_SUPPRESSION`` times
-    ``SUPPRESSION_DECAY`` and adds nothing in the start state: the random model moves on after a
-    token instead of repeating it, as a trained transducer does."""
+    ``SUPPRESSION_DECAY`` and adds nothing in the start state; the blank and TDT's durations are left
+    to the encoder. The random model moves on after a token instead of repeating it, as a trained
+    transducer does."""
     rng = np.random.default_rng(seed)
     half = t["joint.out.weight"].shape[1] // 2
     blank = n_tokens - 1
@@ -550,8 +575,10 @@ def _self_suppression(predictor, t: dict[str, np.ndarray], n_tokens: int, histor
             outputs.append(output)
             targets.append(target)
     features = np.maximum(np.stack(outputs) @ t["joint.pred.weight"][half:].T + t["joint.pred.bias"][half:], 0)
-    weights, *_ = np.linalg.lstsq(features, np.stack(targets), rcond=None)  # features @ weights ≈ targets
-    return weights.T.astype(np.float32)
+    weights = np.zeros((len(targets[0]), half), np.float32)  # blank and durations: left to the encoder half
+    fit, *_ = np.linalg.lstsq(features, np.stack(targets)[:, :blank], rcond=None)  # features @ fit ≈ targets
+    weights[:blank] = fit.T
+    return weights
 
 
 def _centred_bias(logits: np.ndarray, blank: int) -> np.ndarray:

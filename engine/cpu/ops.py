@@ -8,10 +8,11 @@ working on whole arrays, never from cleverness that would hide a mistake.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.ops import Activation, Ops, WeightSource
+from engine.ops import Activation, Ops, WeightSource, WhisperRules
 
 _Q8_0_BLOCK = 32  # values per Q8_0 block: one float16 scale, then 32 int8
 _Q8_0_BLOCK_BYTES = 2 + _Q8_0_BLOCK
@@ -86,6 +87,13 @@ def softmax_rows(x: np.ndarray) -> np.ndarray:
     return e
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-softmax of a 1-D array in float64 (-inf entries stay -inf, with probability 0)."""
+    x = logits.astype(np.float64)
+    shifted = x - x.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
 def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
     if act == "none":
         return x
@@ -113,6 +121,52 @@ class KvCache:
         self.capacity = capacity
         self.k = np.zeros((capacity, n_heads * head_dim), np.float32)
         self.v = np.zeros((capacity, n_heads * head_dim), np.float32)
+
+
+@dataclass(eq=False)
+class WhisperSelection:
+    """Greedy selection over one window (``Ops.whisper_selection``): the tokens chosen so far, their
+    log-probabilities, and ``ids`` [1], the last choice, which the next step's ``embed`` reads."""
+
+    rules: WhisperRules
+    capacity: int
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(1, np.uint32))
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+def whisper_allowed_logits(logits: np.ndarray, rules: WhisperRules, chosen: list[int]) -> np.ndarray:
+    """float64 copy of logits [n_vocab] with -inf on every token ``Ops.whisper_select``'s rules
+    disallow after the tokens ``chosen`` so far (OpenAI's SuppressTokens, SuppressBlank and
+    ApplyTimestampRules, in their order)."""
+    x = logits.astype(np.float64)
+    begin = rules.timestamp_begin
+    if not chosen:
+        x[list(rules.begin_suppress)] = -np.inf
+    x[list(rules.suppress)] = -np.inf
+    if not rules.timestamps:
+        x[begin:] = -np.inf
+        return x
+    last_was_timestamp = len(chosen) >= 1 and chosen[-1] >= begin
+    penultimate_was_timestamp = len(chosen) < 2 or chosen[-2] >= begin
+    if last_was_timestamp:
+        if penultimate_was_timestamp:  # a pair just closed: text (or EOT) must follow
+            x[begin:] = -np.inf
+        else:  # a segment's end time: the next one's start time or EOT must follow
+            x[: rules.eot] = -np.inf
+    stamps = [t for t in chosen if t >= begin]
+    if stamps:
+        # never go back in time; after text the next timestamp must also move forward, so that no
+        # segment is empty and decoding can't loop on one instant
+        floor = stamps[-1] if last_was_timestamp and not penultimate_was_timestamp else stamps[-1] + 1
+        x[begin:floor] = -np.inf
+    if not chosen:  # the window opens with its first segment's start time, within the first second
+        x[:begin] = -np.inf
+        x[begin + rules.max_initial_timestamp + 1 :] = -np.inf
+    logprobs = log_softmax(x)
+    if np.logaddexp.reduce(logprobs[begin:]) > logprobs[:begin].max():
+        x[:begin] = -np.inf  # the timestamps together are likelier than any text token
+    return x
 
 
 class NumpyOps(Ops):
@@ -258,6 +312,24 @@ class NumpyOps(Ops):
 
     def argmax(self, x):
         return np.argmax(x, axis=1).astype(np.uint32)  # numpy returns the first index on ties
+
+    def whisper_selection(self, rules, capacity):
+        return WhisperSelection(rules, capacity)
+
+    def whisper_select(self, logits, selection):
+        rules, chosen = selection.rules, selection.tokens
+        if len(chosen) == selection.capacity or (chosen and chosen[-1] == rules.eot):
+            selection.ids[0] = rules.eot
+            return selection.ids
+        allowed = whisper_allowed_logits(logits.reshape(-1), rules, chosen)
+        token = int(np.argmax(allowed))  # the first index on ties
+        chosen.append(token)
+        selection.logprobs.append(float(log_softmax(allowed)[token]))
+        selection.ids[0] = token
+        return selection.ids
+
+    def read_whisper_selection(self, selection):
+        return np.array(selection.tokens, np.uint32), np.array(selection.logprobs, np.float64)
 
     def kv_cache(self, n_heads, head_dim, capacity):
         return KvCache(n_heads, head_dim, capacity)

@@ -9,9 +9,19 @@ GPU objects:
 * Parameters. Every dispatch's small parameter block (sizes, offsets, alpha) goes to slot ``i`` of
   one uniform arena, where ``i`` is the dispatch's index in its submission; the blocks are written
   with a single ``write_buffer`` at submit time.
-* Bind groups, cached per dispatch index: if dispatch ``i`` uses the same pipeline and buffers as
-  dispatch ``i`` of an earlier submission, its bind group is reused. Buffers come from a pool that
-  hands them out in the same order for the same sequence of calls, so this hits in steady state.
+* Bind groups, cached by (dispatch index, pipeline, buffers): if dispatch ``i`` uses the same
+  pipeline and buffers as dispatch ``i`` of any earlier submission, its bind group is reused.
+  Buffers come from a pool that hands them out in the same order for the same sequence of calls,
+  so this hits in steady state, also when several kinds of submission (encoder, prefill, batches
+  of decoder steps) take turns at the same indices. A bind group holds its buffers' GPU memory,
+  so when a buffer is garbage collected its bind groups are dropped from the cache.
+
+Recording is on the hot path (a decoder step is ~70 dispatches), so ``dispatch`` packs parameters
+with a ``struct.Struct`` cached per sequence of value types, skips ``set_pipeline`` when the
+pipeline is the one already set, and calls wgpu-native's C functions for the pass directly:
+wgpu-py's methods wrap each call in an error capture (and allocate an offsets array for
+``set_bind_group``), most of the Python cost of a dispatch. An error in those calls still reaches
+the device's error trap and is raised by ``Device.check`` when the submission is sent.
 
 Every submission ends with a one-thread dispatch that writes its serial number into a mark buffer.
 A read-back copies the mark along with the data: if the driver dropped or cancelled the submission,
@@ -21,10 +31,13 @@ the mark is stale and we raise instead of returning old contents.
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 import wgpu
+from wgpu.backends.wgpu_native._api import ffi, lib  # the pass's C calls (wgpu is pinned: pyproject)
 
 from engine.errors import GpuError
 from engine.gpu.device import Device
@@ -32,19 +45,44 @@ from engine.gpu.kernels import Kernels
 
 SLOT = 256  # minUniformBufferOffsetAlignment on every adapter we target
 SLOTS = 4096  # dispatches per submission before the recorder submits on its own
+BIND_GROUPS = 4 * SLOTS  # cached bind groups; the oldest is dropped beyond this
+INTEGER_TYPES = (bool, int, np.integer)
 
 
 def pack_params(values: Sequence[int | float]) -> bytes:
     """Pack scalars for a WGSL ``struct`` of 4-byte fields: ints as i32/u32, floats as f32."""
     out = bytearray()
     for value in values:
-        if isinstance(value, (bool, int, np.integer)):
+        if isinstance(value, INTEGER_TYPES):
             out += struct.pack("<i" if value < 0 else "<I", int(value))
         else:
             out += struct.pack("<f", float(value))
     if len(out) > SLOT:
         raise ValueError(f"parameter block of {len(out)} bytes exceeds {SLOT}")
     return bytes(out)
+
+
+class ParamPacker:
+    """``pack_params`` written straight into the arena, fast: one ``struct.Struct`` per sequence of
+    value types (ints as u32, the rest as f32), so a block costs one ``pack_into``. A negative int,
+    which u32 refuses, takes ``pack_params``'s slower way; both give the same bytes."""
+
+    def __init__(self) -> None:
+        self.structs: dict[tuple[type, ...], struct.Struct] = {}
+
+    def pack_into(self, arena: bytearray, offset: int, values: Sequence[int | float]) -> None:
+        types = tuple(map(type, values))
+        packer = self.structs.get(types)
+        if packer is None:
+            packer = struct.Struct("<" + "".join("I" if issubclass(t, INTEGER_TYPES) else "f" for t in types))
+            if packer.size > SLOT:
+                raise ValueError(f"parameter block of {packer.size} bytes exceeds {SLOT}")
+            self.structs[types] = packer
+        try:
+            packer.pack_into(arena, offset, *values)
+        except struct.error:
+            block = pack_params(values)
+            arena[offset : offset + len(block)] = block
 
 
 def grid(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]:
@@ -68,8 +106,12 @@ class Recorder:
         self.kernels = kernels
         self.arena = device.buffer(SLOT * SLOTS, wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, "params")
         self.params = bytearray(SLOT * SLOTS)
+        self.packer = ParamPacker()
         self.mark = device.buffer(16, label="submission-mark")
-        self.bind_groups: dict[int, tuple] = {}  # index -> (pipeline, buffer ids, bind group, buffers)
+        # (index, id(pipeline), *ids of buffers) -> bind group. An id is only unique while its object
+        # lives: a buffer's entries go when it is collected (``_forget``), before its id can return.
+        self.bind_groups: dict[tuple[int, ...], wgpu.GPUBindGroup] = {}
+        self._watched: dict[int, tuple[weakref.ref, list[tuple[int, ...]]]] = {}  # buffer id -> (ref, keys)
         self.serial = 0
         self.stats = {"dispatches": 0, "bind_groups_created": 0, "submissions": 0}
         self._staging: dict[int, wgpu.GPUBuffer] = {}
@@ -78,6 +120,8 @@ class Recorder:
     def _begin(self) -> None:
         self.encoder = self.device.device.create_command_encoder()
         self.compute = self.encoder.begin_compute_pass()
+        self.pass_handle = self.compute._internal  # wgpu-native's WGPUComputePassEncoder
+        self.pipeline: wgpu.GPUComputePipeline | None = None  # the one set in this pass
         self.count = 0
 
     def dispatch(
@@ -91,27 +135,48 @@ class Recorder:
         if self.count == SLOTS - 1:  # keep the last slot for the mark
             self.submit()
         index = self.count
-        block = pack_params(params)
-        self.params[index * SLOT : index * SLOT + len(block)] = block
-        key = tuple(id(b) for b in buffers)
-        cached = self.bind_groups.get(index)
-        if cached is not None and cached[0] is pipeline and cached[1] == key:
-            bind_group = cached[2]
-        else:
-            entries = [{"binding": 0, "resource": {"buffer": self.arena, "offset": index * SLOT, "size": SLOT}}]
-            entries += [{"binding": i + 1, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)]
-            # Keep the buffers alive with the bind group: ids are only unique among live objects.
-            try:
-                bind_group = self.device.device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
-            except wgpu.GPUError as error:
-                raise self.device.failure(f"binding buffers for {pipeline.label}", error) from None
-            self.bind_groups[index] = (pipeline, key, bind_group, tuple(buffers))
-            self.stats["bind_groups_created"] += 1
-        self.compute.set_pipeline(pipeline)
-        self.compute.set_bind_group(0, bind_group)
-        self.compute.dispatch_workgroups(*groups)
+        self.packer.pack_into(self.params, index * SLOT, params)
+        key = (index, id(pipeline), *map(id, buffers))  # pipelines live as long as the Kernels
+        bind_group = self.bind_groups.get(key)
+        if bind_group is None:
+            bind_group = self._bind_group(index, pipeline, buffers)
+            self._remember(key, bind_group, buffers)
+        if pipeline is not self.pipeline:
+            lib.wgpuComputePassEncoderSetPipeline(self.pass_handle, pipeline._internal)
+            self.pipeline = pipeline
+        lib.wgpuComputePassEncoderSetBindGroup(self.pass_handle, 0, bind_group._internal, 0, ffi.NULL)
+        lib.wgpuComputePassEncoderDispatchWorkgroups(self.pass_handle, *groups)
         self.count += 1
         self.stats["dispatches"] += 1
+
+    def _bind_group(
+        self, index: int, pipeline: wgpu.GPUComputePipeline, buffers: Sequence[wgpu.GPUBuffer]
+    ) -> wgpu.GPUBindGroup:
+        entries = [{"binding": 0, "resource": {"buffer": self.arena, "offset": index * SLOT, "size": SLOT}}]
+        entries += [
+            {"binding": i + 1, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)
+        ]
+        try:
+            return self.device.device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
+        except wgpu.GPUError as error:
+            raise self.device.failure(f"binding buffers for {pipeline.label}", error) from None
+
+    def _remember(self, key: tuple[int, ...], bind_group: wgpu.GPUBindGroup, buffers: Sequence[wgpu.GPUBuffer]) -> None:
+        if len(self.bind_groups) >= BIND_GROUPS:
+            del self.bind_groups[next(iter(self.bind_groups))]  # the oldest
+        self.bind_groups[key] = bind_group
+        for buffer in buffers:
+            watch = self._watched.get(id(buffer))
+            if watch is None:
+                watch = (weakref.ref(buffer, partial(self._forget, id(buffer))), [])
+                self._watched[id(buffer)] = watch
+            watch[1].append(key)
+        self.stats["bind_groups_created"] += 1
+
+    def _forget(self, buffer_id: int, _ref: weakref.ref) -> None:
+        """A watched buffer was collected: drop the bind groups that hold on to its memory."""
+        for key in self._watched.pop(buffer_id)[1]:
+            self.bind_groups.pop(key, None)
 
     def submit(self) -> None:
         """Send what was recorded (if anything), ending with the submission mark."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.gguf.reader import ModelFile
 from engine.moonshine.decode import transcribe_utterance
-from engine.moonshine.model import MoonshineModel
+from engine.moonshine.model import MoonshineModel, Stem
 from engine.moonshine.tokenizer import Tokenizer
 from engine.ops import Ops
 from engine.transcript import Segment
@@ -31,17 +31,24 @@ class MoonshineTranscriber:
         self.tokenizer = Tokenizer.from_model_file(model_file)
         self.language = str(model_file.get("general.languages", ["en"])[0])
 
+    def features(self) -> Stem:
+        """A keeper of the stem's first convolution for audio that grows at its end (a dictation being
+        spoken), to pass as ``transcribe(..., features=)`` each time the audio so far is transcribed."""
+        return Stem(self.model)
+
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
-                   task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
+                   task: str = "transcribe", prompt: str | None = None,
+                   features: Stem | None = None, interrupt=None) -> tuple[list[Segment], str]:
         """The segment of one piece, in seconds from the start of the file.
 
         Each Moonshine model hears one language (English for tiny and base), whatever ``language``
         asks for, as Whisper's English-only models do; it takes no prompt (``prompt`` is ignored) and
-        can't translate.
+        can't translate. ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``.
+        ``interrupt``: a ``threading.Event``; once set, the work stops with ``errors.Interrupted``.
         """
         if task != "transcribe":
             raise ValueError(f"{self.name} can't {task}; it only transcribes")
-        return transcribe_utterance(self.model, self.tokenizer, pcm, offset), self.language
+        return transcribe_utterance(self.model, self.tokenizer, pcm, offset, features, interrupt), self.language
 
 
 def load(model_file: ModelFile, ops: Ops) -> MoonshineTranscriber:

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from engine.moonshine.model import MIN_SAMPLES, EncoderOutput, MoonshineModel
+from engine.errors import check_interrupt
+from engine.moonshine.model import MIN_SAMPLES, EncoderOutput, MoonshineModel, Stem
 from engine.moonshine.tokenizer import Tokenizer
 from engine.transcript import Segment, Token
 
@@ -27,8 +28,10 @@ def token_limit(seconds: float, max_positions: int) -> int:
     return max(1, min(math.ceil(seconds * MAX_TOKENS_PER_SECOND), max_positions - 1))
 
 
-def greedy_decode(model: MoonshineModel, encoded: EncoderOutput, seconds: float) -> tuple[list[int], list[float]]:
-    """The sampled ids (``</s>`` excluded) and each one's probability."""
+def greedy_decode(model: MoonshineModel, encoded: EncoderOutput, seconds: float,
+                  interrupt=None) -> tuple[list[int], list[float]]:
+    """The sampled ids (``</s>`` excluded) and each one's probability. ``interrupt``: a
+    ``threading.Event`` looked at before each step (``errors.Interrupted``)."""
     c = model.config
     limit = token_limit(seconds, c.max_positions)
     state = model.decoder_session(encoded)
@@ -44,19 +47,20 @@ def greedy_decode(model: MoonshineModel, encoded: EncoderOutput, seconds: float)
         probs.append(float(1.0 / np.exp(shifted).sum()))
         if len(tokens) == limit:
             break
+        check_interrupt(interrupt)
         logits = model.decode_step(state, token)
     return tokens, probs
 
 
 def transcribe_utterance(model: MoonshineModel, tokenizer: Tokenizer, pcm: np.ndarray,
-                         offset: float = 0.0) -> list[Segment]:
+                         offset: float = 0.0, stem: Stem | None = None, interrupt=None) -> list[Segment]:
     """The segment (none when silent or too short to encode) of one piece of 16 kHz audio that starts
-    ``offset`` seconds into the file."""
+    ``offset`` seconds into the file. ``stem``, ``interrupt``: see ``MoonshineModel.encode``."""
     pcm = np.asarray(pcm, np.float32).reshape(-1)
     if len(pcm) < MIN_SAMPLES:
         return []
     seconds = len(pcm) / SAMPLE_RATE
-    tokens, probs = greedy_decode(model, model.encode(pcm), seconds)
+    tokens, probs = greedy_decode(model, model.encode(pcm, stem, interrupt), seconds, interrupt)
     segment = make_segment(tokenizer, tokens, probs, offset, offset + seconds)
     return [segment] if segment.text else []
 

@@ -9,6 +9,11 @@ decoder's self-attention (interleaved pairs, as the original Keras model turned 
 Shapes: the encoder maps pcm [n] (16 kHz) to states [T, d]; the decoder maps token ids to logits [vocab]
 for the last one. The model code does no arithmetic of its own on activations: every step is an ``ops``
 call, and numpy only touches data where it enters (pcm) or leaves (logits read back for the sampler).
+
+The stem's first convolution (kernel 127, stride 64, no padding) sees each row's 127 samples and nothing
+else, so its rows are final as soon as their samples have arrived: ``Stem`` keeps them while a dictation
+is being spoken. Everything after it is not: the GroupNorm that follows normalises over the whole
+utterance, and the encoder's attention is not causal, so they run again on each pass.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import ModelFileError
+from engine.errors import ModelFileError, check_interrupt
 from engine.ops import Ops, Tensor, WeightSource
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
 STEM_KERNELS = (127, 7, 3)
 STEM_STRIDES = (64, 3, 2)
+STEM_BLOCK = 256
+"""Rows of the first stem convolution computed together (1 s of audio): every block is a product of the
+same shape, so that a row's value doesn't depend on how many rows were computed with it (BLAS picks its
+kernels, and so its order of additions, by the shape of a product)."""
 
 
 def encoder_length(n_samples: int) -> int:
@@ -233,19 +242,21 @@ class MoonshineModel:
 
     # ---- encoder ------------------------------------------------------------------------------------
 
-    def encode(self, pcm: np.ndarray) -> EncoderOutput:
-        """Encode one utterance: pcm float32 [n] at 16 kHz, at least ``MIN_SAMPLES`` long."""
+    def encode(self, pcm: np.ndarray, stem: Stem | None = None, interrupt=None) -> EncoderOutput:
+        """Encode one utterance: pcm float32 [n] at 16 kHz, at least ``MIN_SAMPLES`` long. ``stem``: the
+        first convolution's rows kept from earlier, shorter audio that this audio continues.
+        ``interrupt``: a ``threading.Event`` looked at before each block (``errors.Interrupted``)."""
         ops, c = self.ops, self.config
         pcm = np.asarray(pcm, np.float32).reshape(-1)
         if len(pcm) < MIN_SAMPLES:
             raise ValueError(f"Moonshine needs at least {MIN_SAMPLES} samples of audio, got {len(pcm)}")
-        x = ops.tensor(pcm.reshape(-1, 1))  # time-major [n, 1]
-        conv0, conv1, conv2 = self.stem
-        x = ops.gemm(ops.im2col(x, STEM_KERNELS[0], STEM_STRIDES[0], 0), conv0.weight, act="tanh")
+        x = ops.tensor((stem or Stem(self))(pcm))  # [T0, d]: tanh(conv0), one row per 4 ms
+        _, conv1, conv2 = self.stem
         x = ops.group_norm(x, 1, *self.stem_norm, eps=c.groupnorm_eps)
         x = ops.gemm(ops.im2col(x, STEM_KERNELS[1], STEM_STRIDES[1], 0), conv1.weight, conv1.bias, act="gelu")
         x = ops.gemm(ops.im2col(x, STEM_KERNELS[2], STEM_STRIDES[2], 0), conv2.weight, conv2.bias, act="gelu")
         for block in self.enc_blocks:  # x: [T, d]
+            check_interrupt(interrupt)
             h = self._norm(x, block.norm_attn)
             attn = block.attn
             q = self._rotate(self._apply(h, attn.q), c.n_encoder_heads, 0)
@@ -300,3 +311,38 @@ class MoonshineModel:
             x = self._apply(hidden, block.fc2, residual=x)
         state.position = pos0 + 1
         return ops.gemv(self._norm(x, self.dec_final_norm), self.token_embedding)
+
+
+class Stem:
+    """The rows of the stem's first convolution (``tanh(conv0)``) of audio that may be growing at its end.
+
+    Call it with the audio so far; it returns float32 [T0, d], T0 = (n - 127) // 64 + 1, and keeps every
+    complete block of ``STEM_BLOCK`` rows, so that a later call with longer audio *that starts with the
+    same samples* computes only the rows past them. Rows are read back from the backend: they are few
+    (one per 4 ms) and the encoder uploads them once per pass.
+    """
+
+    def __init__(self, model: MoonshineModel):
+        self.model = model
+        self._blocks: list[np.ndarray] = []  # complete blocks [STEM_BLOCK, d], in order
+
+    def __call__(self, pcm: np.ndarray) -> np.ndarray:
+        kernel, stride = STEM_KERNELS[0], STEM_STRIDES[0]
+        rows = (len(pcm) - kernel) // stride + 1
+        span = (STEM_BLOCK - 1) * stride + kernel  # samples under one block of rows
+        kept = min(len(self._blocks), -(-rows // STEM_BLOCK))
+        fresh = []
+        for block in range(kept, -(-rows // STEM_BLOCK)):
+            samples = pcm[block * STEM_BLOCK * stride :][:span]
+            # the last block may be short: zeros under rows that don't exist yet, dropped below
+            fresh.append(self._rows(np.pad(samples, (0, span - len(samples)))))
+        arrays = [self.model.ops.read(tensor) for tensor in fresh]  # one submission on the GPU
+        if kept == len(self._blocks):  # keep the blocks whose every row has its samples
+            self._blocks += arrays[: max(0, rows // STEM_BLOCK - kept)]
+        return np.concatenate([*self._blocks[:kept], *arrays])[:rows]
+
+    def _rows(self, samples: np.ndarray) -> Tensor:
+        ops = self.model.ops
+        x = ops.tensor(samples.reshape(-1, 1))  # time-major [span, 1]
+        unfolded = ops.im2col(x, STEM_KERNELS[0], STEM_STRIDES[0], 0)  # [STEM_BLOCK, 127]
+        return ops.gemm(unfolded, self.model.stem[0].weight, act="tanh")

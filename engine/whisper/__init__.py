@@ -8,7 +8,7 @@ from engine.gguf.reader import ModelFile
 from engine.ops import Ops
 from engine.transcript import Segment
 from engine.whisper.decode import WINDOW_SECONDS, transcribe_window
-from engine.whisper.frontend import log_mel
+from engine.whisper.frontend import LogMel
 from engine.whisper.model import WhisperModel
 from engine.whisper.tokenizer import Tokenizer
 
@@ -32,12 +32,20 @@ class WhisperTranscriber:
         self.window = model_file.array("frontend.window")
         self.multilingual = bool(model_file.get("stt.capability.lang_detect", False))
 
+    def features(self) -> LogMel:
+        """A keeper of log-mel frames for audio that grows at its end (a dictation being spoken), to pass
+        as ``transcribe(..., features=)`` each time the audio so far is transcribed."""
+        return LogMel(self.filterbank, self.window)
+
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
-                   task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
+                   task: str = "transcribe", prompt: str | None = None,
+                   features: LogMel | None = None) -> tuple[list[Segment], str]:
         """Segments of one piece (at most 30 s), in seconds from the start of the file.
 
         When the decoder stops mid-sentence (its last segment has no closing timestamp), the rest
         of the piece is decoded again from that segment's start, as OpenAI's ``transcribe`` seeks.
+        ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``; it serves the
+        first window (a window after a seek starts a new grid of frames).
         """
         if not self.multilingual:
             language = "en"
@@ -45,7 +53,8 @@ class WhisperTranscriber:
         start = 0
         while len(pcm) - start >= SAMPLE_RATE // 10:  # less than 0.1 s of audio holds no word
             rest = pcm[start:]
-            mel = log_mel(rest, self.filterbank, self.window, n_frames=2 * self.model.config.n_audio_ctx)
+            frontend = features if features is not None and start == 0 else self.features()
+            mel = frontend(rest, n_frames=2 * self.model.config.n_audio_ctx)
             begin = offset + start / SAMPLE_RATE
             found, language, resume = transcribe_window(
                 self.model, self.tokenizer, mel, language=language, task=task, prompt=prompt,

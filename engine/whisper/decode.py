@@ -12,6 +12,10 @@ these logit rules:
 
 A window whose no-speech probability is above 0.6 is dropped unless its tokens were confident
 (average log-probability above -1), as in OpenAI's ``transcribe``.
+
+The rules are ``Ops.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_allowed_logits``; GPU:
+``shaders/whisper_select.wgsl``), so token choice stays on the backend and the decoder runs
+``ops.decode_steps_per_read`` steps per submission without reading logits back.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.cpu.ops import log_softmax
+from engine.ops import WhisperRules
 from engine.transcript import Segment, Token
-from engine.whisper.model import WhisperModel
+from engine.whisper.model import DecoderState, WhisperConfig, WhisperModel
 from engine.whisper.tokenizer import TIMESTAMP_SECONDS, Tokenizer
 
 SAMPLE_LEN = 224  # most tokens sampled per window: n_text_ctx // 2, as OpenAI
@@ -48,61 +54,21 @@ class DecodingResult:
     language: str
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = logits.astype(np.float64)
-    shifted = x - x.max()
-    return shifted - np.log(np.exp(shifted).sum())
-
-
-class LogitRules:
-    """The suppression and timestamp rules, applied in place to one step's logits [n_vocab]."""
-
-    def __init__(self, model: WhisperModel, tokenizer: Tokenizer, timestamps: bool):
-        c = model.config
-        self.eot = c.eot
-        self.timestamp_begin = tokenizer.timestamp_begin
-        self.timestamps = timestamps
-        self.begin_suppress = np.array(c.begin_suppress_tokens, np.int64)
-        # every control token between EOT and the timestamps: SOT, languages, tasks, no-speech, ...
-        control = np.arange(c.eot + 1, self.timestamp_begin)
-        self.suppress = np.union1d(np.array(c.suppress_tokens, np.int64), control)
-        self.max_initial_index = round(MAX_INITIAL_TIMESTAMP / TIMESTAMP_SECONDS)
-
-    def apply(self, logits: np.ndarray, sampled: list[int]) -> None:
-        """``sampled``: the ids chosen so far in this window (the prompt and SOT sequence excluded)."""
-        if not sampled:
-            logits[self.begin_suppress] = -np.inf
-        logits[self.suppress] = -np.inf
-        if self.timestamps:
-            self._timestamp_rules(logits, sampled)
-        else:
-            logits[self.timestamp_begin :] = -np.inf
-
-    def _timestamp_rules(self, logits: np.ndarray, sampled: list[int]) -> None:
-        begin = self.timestamp_begin
-        last_was_timestamp = len(sampled) >= 1 and sampled[-1] >= begin
-        penultimate_was_timestamp = len(sampled) < 2 or sampled[-2] >= begin
-        if last_was_timestamp:
-            if penultimate_was_timestamp:  # a pair just closed: text (or EOT) must follow
-                logits[begin:] = -np.inf
-            else:  # a segment's end time: the next one's start time or EOT must follow
-                logits[: self.eot] = -np.inf
-
-        stamps = [t for t in sampled if t >= begin]
-        if stamps:
-            # never go back in time; after text the next timestamp must also move forward, so that no
-            # segment is empty and decoding can't loop on one instant
-            floor = stamps[-1] if last_was_timestamp and not penultimate_was_timestamp else stamps[-1] + 1
-            logits[begin:floor] = -np.inf
-
-        if not sampled:  # the window opens with its first segment's start time, within the first second
-            logits[:begin] = -np.inf
-            logits[begin + self.max_initial_index + 1 :] = -np.inf
-
-        logprobs = log_softmax(logits)
-        timestamp_logprob = np.logaddexp.reduce(logprobs[begin:])
-        if timestamp_logprob > logprobs[:begin].max():
-            logits[:begin] = -np.inf
+def logit_rules(c: WhisperConfig, tokenizer: Tokenizer, timestamps: bool) -> WhisperRules:
+    """The suppression and timestamp rules of the module docstring for ``Ops.whisper_select``."""
+    begin = tokenizer.timestamp_begin
+    # every control token between EOT and the timestamps: SOT, languages, tasks, no-speech, ...
+    control = np.arange(c.eot + 1, begin)
+    suppress = np.union1d(np.array(c.suppress_tokens, np.int64), control)
+    return WhisperRules(
+        n_vocab=c.n_vocab,
+        eot=c.eot,
+        timestamp_begin=begin,
+        suppress=tuple(int(t) for t in suppress),
+        begin_suppress=tuple(int(t) for t in c.begin_suppress_tokens),
+        timestamps=timestamps,
+        max_initial_timestamp=round(MAX_INITIAL_TIMESTAMP / TIMESTAMP_SECONDS),
+    )
 
 
 def sot_sequence(model: WhisperModel, tokenizer: Tokenizer, language: str, task: str, timestamps: bool) -> list[int]:
@@ -158,8 +124,10 @@ def decode_window(
 
     state = model.decoder_session(encoder_output)
     prefix = [c.prev_sot, *prompt_tokens[-(c.n_text_ctx // 2 - 1) :]] if prompt_tokens else []
-    # The SOT row's logits give the no-speech probability and the language, so SOT ends the first call.
-    sot_logits = model.decode_step(state, [*prefix, c.sot])
+    # The SOT row's logits give the no-speech probability and the language, so SOT ends the first
+    # prefill; they are the only logits read back.
+    logits = model.prefill(state, [*prefix, c.sot])
+    sot_logits = model.ops.read(logits)[0]
     if language is None:
         # OpenAI detects the language from SOT alone, without the prompt before it.
         lang_logits = sot_logits if not prefix else model.decode_step(model.decoder_session(encoder_output), [c.sot])
@@ -168,26 +136,42 @@ def decode_window(
     no_speech_prob = float(np.exp(log_softmax(sot_logits)[nospeech])) if nospeech is not None else 0.0
 
     rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
-    logits = model.decode_step(state, rest) if rest else sot_logits
-    rules = LogitRules(model, tokenizer, timestamps)
-    sampled: list[int] = []
-    logprobs: list[float] = []
-    eot_logprob = 0.0
+    if rest:
+        logits = model.prefill(state, rest)
     max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed
-    while True:
-        rules.apply(logits, sampled)
-        token = int(np.argmax(logits))
-        logprob = float(log_softmax(logits)[token])
-        if token == c.eot:
-            eot_logprob = logprob
-            break
-        sampled.append(token)
-        logprobs.append(logprob)
-        if len(sampled) == max_sampled:
-            break
-        logits = model.decode_step(state, [token])
+    chosen, chosen_logprobs = sample_greedy(model, state, logits, logit_rules(c, tokenizer, timestamps), max_sampled)
+    n = len(chosen) - int(chosen[-1] == c.eot)  # EOT is no text, but its log-probability counts
+    sampled = [int(t) for t in chosen[:n]]
+    logprobs = [float(p) for p in chosen_logprobs[:n]]
+    eot_logprob = float(chosen_logprobs[n]) if n < len(chosen) else 0.0
     avg_logprob = (sum(logprobs) + eot_logprob) / (len(sampled) + 1)
     return DecodingResult(sampled, logprobs, avg_logprob, no_speech_prob, language)
+
+
+def sample_greedy(
+    model: WhisperModel, state: DecoderState, logits, rules: WhisperRules, max_sampled: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Choose tokens from ``logits`` (the tensor [1, n_vocab] after the SOT sequence) on, feeding each
+    back, until EOT or ``max_sampled`` tokens; returns them (EOT last if chosen) and their log-probs.
+
+    After the first choice, steps go ``ops.decode_steps_per_read`` at a time into one submission:
+    the next step's logits from the selection's ids, then the next choice, all on the backend; only
+    the selection (a few hundred bytes) is read back after each batch. Steps recorded after EOT run
+    on EOT and are dropped. Every batch records the same calls on tensors that are allocated once
+    (the selection) or come back from the pool in the same order, so a GPU reuses its bind groups.
+    """
+    ops = model.ops
+    selection = ops.whisper_selection(rules, max_sampled)
+    ids = ops.whisper_select(logits, selection)
+    ops.flush()  # so that every batch of steps starts a submission at the same dispatch index
+    recorded = 1
+    while True:
+        for _ in range(min(ops.decode_steps_per_read, max_sampled - recorded)):
+            ids = ops.whisper_select(model.step_logits(state, ids), selection)
+            recorded += 1
+        tokens, logprobs = ops.read_whisper_selection(selection)
+        if recorded == max_sampled or tokens[-1] == rules.eot:
+            return tokens, logprobs
 
 
 def transcribe_window(

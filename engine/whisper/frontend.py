@@ -3,6 +3,13 @@
 The window (periodic Hann, [400]) and the Slaney mel filterbank ([n_mels, 201], n_mels 80 or 128) come from
 the model file (GGUF tensors ``frontend.window`` and ``frontend.mel_filterbank``), so the features match the
 ones the model was trained on bit for bit in layout and within float rounding in value.
+
+Every frame is computed on its own: one FFT row, then the mel filters as sums over each filter's few
+non-zero bins (``np.add.reduceat``, a plain left-to-right sum per row), not as a BLAS product, whose
+order of additions depends on the shape of the matrices. So a frame's value never depends on how many
+frames were computed with it, which is what lets ``LogMel`` keep the frames of audio that is still
+growing (a dictation being spoken) and still give, for the whole utterance, exactly the features of
+one call on all of it.
 """
 
 from __future__ import annotations
@@ -24,21 +31,68 @@ def pad_or_trim(pcm: np.ndarray, n_samples: int = N_SAMPLES) -> np.ndarray:
     return np.pad(pcm, (0, n_samples - pcm.shape[0]))
 
 
-def power_spectrum(pcm: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """|STFT|² of ``pcm`` [n] as float64 [n // 160, n_fft // 2 + 1].
+class LogMel:
+    """Whisper's normalised log-mel features of audio that may be growing at its end.
 
-    Frames are centred (the signal is reflect-padded by n_fft/2 on both sides) and hop 160 samples, as
-    ``torch.stft(center=True, pad_mode="reflect")``; the last frame is dropped as Whisper drops it, so there
-    are exactly n // 160 frames. The FFT runs in float64, like transformers' numpy path, so that the log of
-    small powers agrees with the reference to well under 1e-4.
+    Call it with the audio so far. The mel power of each frame whose window lies wholly inside that audio
+    is kept, and a later call with longer audio *that starts with the same samples* computes only the
+    frames past them. The last few frames (their windows reach into the silence that pads the audio to
+    the window) and the normalisation, whose clamp depends on the loudest frame of the whole window, are
+    redone at each call. One ``LogMel`` serves one stream of audio: it doesn't check that a later call's
+    audio starts as the earlier one did.
     """
-    n_fft = window.shape[0]
-    padded = np.pad(np.asarray(pcm, dtype=np.float64), n_fft // 2, mode="reflect")
-    n_frames = pcm.shape[0] // HOP_LENGTH
-    # A strided view: frame t is padded[t*hop : t*hop + n_fft]; no copy until the window multiplies it.
-    frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::HOP_LENGTH][:n_frames]
-    spectrum = np.fft.rfft(frames * window.astype(np.float64), axis=-1)
-    return spectrum.real**2 + spectrum.imag**2
+
+    def __init__(self, filterbank: np.ndarray, window: np.ndarray):
+        self.n_mels = filterbank.shape[0]
+        self.window = window.astype(np.float64)  # [n_fft]
+        rows, self._bins = np.nonzero(filterbank)  # row-major: each filter's bins together, in order
+        self._weights = filterbank[rows, self._bins].astype(np.float64)
+        self._filters, self._starts = np.unique(rows, return_index=True)  # filters with a non-zero bin
+        self._frames = np.zeros((0, self.n_mels))  # mel power of the final frames so far [F, n_mels]
+
+    def __call__(self, pcm: np.ndarray, n_frames: int | None = None) -> np.ndarray:
+        """Features float32 [n_mels, T] of 16 kHz ``pcm`` [n], as ``log_mel`` documents."""
+        pcm = np.asarray(pcm, dtype=np.float32)
+        real = pcm.shape[0]  # samples of real audio; any padding after them is silence
+        if n_frames is not None:
+            pcm = pad_or_trim(pcm, n_frames * HOP_LENGTH)
+            real = min(real, pcm.shape[0])
+        total = pcm.shape[0] // HOP_LENGTH
+        if pcm.shape[0] < HOP_LENGTH:
+            return np.zeros((self.n_mels, 0), dtype=np.float32)
+        half = self.window.shape[0] // 2
+        # frames whose windows (and, for frame 0, the reflected samples 1..half) lie inside the audio
+        final = max(0, min(total, (real - half - 1) // HOP_LENGTH + 1))
+        kept = min(len(self._frames), final)  # audio that ends earlier than before has fewer final frames
+        padded = np.pad(pcm.astype(np.float64), half, mode="reflect")  # centred frames, as torch.stft
+        fresh = self._mel_power(padded, kept, total)
+        if final > len(self._frames):
+            self._frames = np.concatenate([self._frames, fresh[: final - kept]])
+        mel = np.concatenate([self._frames[:kept], fresh])  # [T, n_mels]
+        log_spec = np.log10(np.maximum(mel, 1e-10))
+        log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
+        # [n_mels, T] as a view of time-major memory, which is the layout the encoder reads
+        return ((log_spec + 4.0) / 4.0).astype(np.float32).T
+
+    def _mel_power(self, padded: np.ndarray, first: int, end: int) -> np.ndarray:
+        """Mel power [end - first, n_mels] of frames first .. end-1 of the reflect-padded audio.
+
+        The FFT runs in float64, like transformers' numpy path, so that the log of small powers agrees with
+        the reference to well under 1e-4.
+        """
+        n_fft = self.window.shape[0]
+        segment = padded[first * HOP_LENGTH : (end - 1) * HOP_LENGTH + n_fft]
+        frames = np.lib.stride_tricks.sliding_window_view(segment, n_fft)[::HOP_LENGTH]  # a view, no copy
+        spectrum = np.fft.rfft(frames * self.window, axis=-1)
+        power = spectrum.real**2 + spectrum.imag**2  # [frames, n_fft // 2 + 1]
+        if not power.shape[0]:
+            return np.zeros((0, self.n_mels))
+        sums = np.add.reduceat(power[:, self._bins] * self._weights, self._starts, axis=1)
+        if len(self._filters) == self.n_mels:
+            return sums
+        mel = np.zeros((power.shape[0], self.n_mels))  # filters with no bin in range stay silent
+        mel[:, self._filters] = sums
+        return mel
 
 
 def log_mel(
@@ -49,16 +103,11 @@ def log_mel(
     ``pcm``: 16 kHz mono float [n]. ``filterbank``: [n_mels, n_fft // 2 + 1]. ``window``: [n_fft].
     With ``n_frames`` the audio is first padded with silence or cut to ``n_frames * 160`` samples, so
     ``log_mel(pcm, fb, w, n_frames=3000)`` equals ``log_mel(pad_or_trim(pcm), fb, w)`` (what the encoder
-    takes); without it T = n // 160.
+    takes); without it T = n // 160. Frames are centred (the signal is reflect-padded by n_fft/2 on both
+    sides) and hop 160 samples, as ``torch.stft(center=True, pad_mode="reflect")``, the last one dropped
+    as Whisper drops it.
 
     The dynamic range is clamped to 8 (log10 units) below the loudest value of *this* input, so pass the
     whole 30 s window the model will see: the clamp, and so the features, depend on it.
     """
-    if n_frames is not None:
-        pcm = pad_or_trim(pcm, n_frames * HOP_LENGTH)
-    if pcm.shape[0] < HOP_LENGTH:
-        return np.zeros((filterbank.shape[0], 0), dtype=np.float32)
-    mel = filterbank.astype(np.float64) @ power_spectrum(pcm, window).T
-    log_spec = np.log10(np.maximum(mel, 1e-10))
-    log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
-    return ((log_spec + 4.0) / 4.0).astype(np.float32)
+    return LogMel(filterbank, window)(pcm, n_frames)

@@ -2,7 +2,8 @@
 
 Weights come from a GGUF file in transcribe.cpp's layout (``enc.*``, ``dec.*`` tensors, ``stt.whisper.*``
 keys). The model code does no arithmetic of its own on activations: every step is an ``ops`` call, and
-numpy only touches data where it enters (the log-mel) or leaves (logits read back for the sampler).
+numpy only touches data where it enters (the log-mel) or leaves (the logits after SOT, for the no-speech
+probability and the language; tokens are chosen on the backend, ``Ops.whisper_select``).
 
 Shapes: the encoder maps a log-mel [n_mels, 2*n_audio_ctx] (3000 frames of 10 ms) to states
 [n_audio_ctx, d] (1500 positions of 20 ms); the decoder maps token ids to logits [vocab] for the last one.
@@ -10,6 +11,7 @@ Shapes: the encoder maps a log-mel [n_mels, 2*n_audio_ctx] (3000 frames of 10 ms
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,6 +179,10 @@ class WhisperModel:
             for i in range(c.n_text_layer)
         ]
         self.dec_final_norm = self._norm(model_file, "dec.final_norm")
+        # Per-layer KV cache sets of encoder outputs and decoder sessions that were dropped, handed out
+        # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
+        self._spare_cross_caches: list[list[Any]] = []
+        self._spare_self_caches: list[list[Any]] = []
 
     # ---- loading ----------------------------------------------------------------------------------
 
@@ -239,25 +245,40 @@ class WhisperModel:
             x = self._apply(ops.attention(q, k, v, c.n_audio_head), attn.out, residual=x)
             x = self._ffn(x, block.norm_ffn, block.fc1, block.fc2)
         states = self._layer_norm(x, self.enc_final_norm)
-        return EncoderOutput(states, [self._cross_cache(states, block.cross_attn) for block in self.dec_blocks])
+        caches = self._caches(self._spare_cross_caches, c.n_audio_ctx)
+        for block, cache in zip(self.dec_blocks, caches):
+            attn = block.cross_attn
+            ops.kv_pack(cache, self._apply(states, attn.k), self._apply(states, attn.v), 0)
+        output = EncoderOutput(states, caches)
+        weakref.finalize(output, self._spare_cross_caches.append, caches)
+        return output
 
-    def _cross_cache(self, states: Tensor, attn: Attention) -> Any:
+    def _caches(self, spare: list[list[Any]], capacity: int) -> list[Any]:
+        """A KV cache per decoder layer for ``capacity`` positions: a spare set if there is one (its
+        stale contents are never read: attention only reads positions written since)."""
+        if spare:
+            return spare.pop()
         c = self.config
-        cache = self.ops.kv_cache(c.n_text_head, c.n_text_state // c.n_text_head, c.n_audio_ctx)
-        self.ops.kv_pack(cache, self._apply(states, attn.k), self._apply(states, attn.v), 0)
-        return cache
+        head_dim = c.n_text_state // c.n_text_head
+        return [self.ops.kv_cache(c.n_text_head, head_dim, capacity) for _ in range(c.n_text_layer)]
 
     # ---- decoder ------------------------------------------------------------------------------------
 
     def decoder_session(self, encoder_output: EncoderOutput) -> DecoderState:
         """Empty self-attention caches (n_text_ctx positions each) over one encoded window."""
-        c = self.config
-        caches = [self.ops.kv_cache(c.n_text_head, c.n_text_state // c.n_text_head, c.n_text_ctx)
-                  for _ in range(c.n_text_layer)]
-        return DecoderState(encoder_output.cross_caches, caches)
+        caches = self._caches(self._spare_self_caches, self.config.n_text_ctx)
+        state = DecoderState(encoder_output.cross_caches, caches)
+        weakref.finalize(state, self._spare_self_caches.append, caches)
+        return state
 
     def decode_step(self, state: DecoderState, token_ids: list[int]) -> np.ndarray:
-        """Feed ``token_ids`` at the state's position; return float32 logits [n_vocab] after the last one.
+        """Feed ``token_ids`` at the state's position; return float32 logits [n_vocab] after the last one
+        (``prefill``, then a read-back)."""
+        return self.ops.read(self.prefill(state, token_ids))[0]
+
+    def prefill(self, state: DecoderState, token_ids: list[int]) -> Tensor:
+        """Feed ``token_ids`` at the state's position; return the logits tensor [1, n_vocab] after the
+        last one, without read-back.
 
         Several ids are a prefill: all but the last run as one causal block that only fills the KV
         caches, then the last runs alone, so the logits always come from a single row (a gemv against
@@ -265,11 +286,10 @@ class WhisperModel:
         """
         token_ids = [int(t) for t in token_ids]
         if not token_ids:
-            raise ValueError("decode_step needs at least one token id")
+            raise ValueError("prefill needs at least one token id")
         if len(token_ids) > 1:
             self._decoder_layers(state, self.ops.ids(np.array(token_ids[:-1], np.uint32)))
-        logits = self.step_logits(state, self.ops.ids(np.array(token_ids[-1:], np.uint32)))
-        return self.ops.read(logits)[0]
+        return self.step_logits(state, self.ops.ids(np.array(token_ids[-1:], np.uint32)))
 
     def step_logits(self, state: DecoderState, ids: Tensor) -> Tensor:
         """One decoder step on the backend: ids [1] in, logits tensor [1, n_vocab] out, no read-back

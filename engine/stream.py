@@ -1,0 +1,284 @@
+"""Streaming dictation: text while you speak, and at key-up exactly the text of the whole recording.
+
+    session = engine.stream()
+    for chunk in microphone:
+        shown = session.feed(chunk)      # the text so far; returns at once
+    transcript = session.finish()        # == engine.transcribe(all the audio), text and segments
+
+``finish`` equals offline transcription because it *is* offline transcription, done ahead of time: the
+same pieces (cut where ``engine.segmenter`` cuts a recording, which depends only on the audio before
+each cut), the same spans of speech (``engine.vad`` over the same 32 ms windows in the same order),
+the same ``Engine.transcribe_piece`` on the same samples.
+
+* ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio: about 1% of real time.
+* Passes run on the session's own thread. A pass transcribes the current piece's speech so far exactly
+  as ``transcribe`` would if the recording ended now, and is kept under its key (the span of samples
+  and the language it started with). The family's frontend keeps its frames between passes (Whisper's
+  log-mel power frames, Moonshine's first stem convolution, see ``transcriber.features``), so each
+  frame is computed once, by the first pass that needs it. What follows the frontend (Moonshine's
+  GroupNorm over the whole utterance, every encoder's attention, the decoder's cross-attention) depends
+  on all of the audio, so each pass runs the encoder again and decodes greedily from the start.
+* When the speaker pauses, the VAD closes the segment and, its margin in, the span ends before the audio
+  does: only new speech can change it. That pass is the piece's final one unless the speaker goes on,
+  so it runs at once, cadence or not. A piece cut at the 30 s limit is final too.
+* ``finish`` takes every pass whose key matches the recording's and runs what is missing: nothing when
+  the speaker paused before the key-up (its pass is done or running), the last piece when they spoke
+  right up to it.
+
+Passes while speech goes on give the partial text. Each costs more than the last (the encoder sees the
+whole piece), so they keep to real time: another starts only when the audio that arrived since the
+last one started is at least as long as that pass took, and at least ``MIN_STEP``; until then it is
+skipped, never queued. A partial pass under way when the speaker pauses (or at ``finish``) is stale:
+families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
+the pass that counts starts at once; with the others (Whisper) it runs to its end first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.errors import Interrupted, SaysoError
+from engine.segmenter import SAMPLE_RATE, Cutter
+from engine.transcript import Segment, Transcript
+from engine.vad import PAUSE_SECONDS, Vad, VadStatus
+
+log = logging.getLogger(__name__)
+
+MIN_STEP = 0.25  # seconds of new audio before another partial pass
+IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
+
+Span = tuple[int, int]
+
+
+@dataclass(eq=False)
+class _Piece:
+    """One piece of the take (the engine cuts at its window, 30 s) and what was done for it."""
+
+    start: int  # first sample, in the take
+    vad: Vad | None  # fed every sample of the piece (None: the engine doesn't trim to speech)
+    pcm: np.ndarray | None = None  # the whole piece, once it is complete
+    span: Span | None = None  # its speech, once it is complete
+    key: tuple | None = None  # (span, language in) of the last pass
+    result: tuple[list[Segment], str | None] = field(default_factory=lambda: ([], None))
+    features: Any = None  # the family's frontend frames, for audio that starts at ``origin``
+    origin: int | None = None
+
+
+@dataclass(frozen=True)
+class _Pass:
+    piece: _Piece
+    pcm: np.ndarray  # the piece so far (its samples never change)
+    span: Span
+    language: str | None
+    audio_at_start: int  # samples in the take when the pass was chosen
+    interrupt: threading.Event = field(default_factory=threading.Event)
+
+
+class StreamSession:
+    """One dictation being spoken; see the module docstring. Made by ``Engine.stream``.
+
+    ``partials``: run passes while speech goes on, for the text so far (otherwise only the passes that
+    ``finish`` will use). ``background``: run passes on the session's thread; without it ``feed`` runs
+    the pass that is due itself (tests, and callers that have a thread to spare). ``pause``: the quiet
+    after speech at which ``status.ended`` becomes true (hands-free dictation).
+    """
+
+    def __init__(self, engine, language: str | None = None, task: str = "transcribe", prompt: str | None = None,
+                 partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
+        self.engine = engine
+        self.language, self.task, self.prompt = language, task, prompt
+        self.partials = partials
+        self._pause = pause
+        self._cutter = Cutter(engine.transcriber.window_seconds)
+        self._pieces = [self._new_piece(0)]
+        self._samples = 0  # fed so far
+        self._text = ""
+        self._status = VadStatus(speech=False, ended=False)
+        self._cond = threading.Condition()
+        self._closed = False
+        self._in_flight: _Pass | None = None  # the pass under way on the session's thread
+        # the cadence: where the last pass started (samples), how long it took, when it ended
+        self._last_start, self._last_seconds, self._last_end = 0, 0.0, 0.0
+        self._thread = threading.Thread(target=self._work, name="sayso-stream", daemon=True) if background else None
+        if self._thread is not None:
+            self._thread.start()
+
+    # ---- the caller's side ------------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """The text so far (from the latest pass of each piece)."""
+        with self._cond:
+            return self._text
+
+    @property
+    def status(self) -> VadStatus:
+        """Whether the speaker is speaking, and whether they have paused long enough to stop."""
+        with self._cond:
+            return self._status
+
+    @property
+    def samples(self) -> int:
+        """Samples fed so far."""
+        with self._cond:
+            return self._samples
+
+    def feed(self, chunk: np.ndarray) -> str:
+        """Take the next 16 kHz mono samples; return the text so far."""
+        chunk = np.asarray(chunk, np.float32).reshape(-1)
+        with self._cond:
+            if self._closed:
+                raise SaysoError("This dictation is finished; start a new stream for more audio.")
+            self._samples += len(chunk)
+            completed = self._cutter.push(chunk)
+            current = self._pieces[-1]
+            if completed:
+                self._pieces.pop()
+                for start, pcm in completed:
+                    piece = current if start == current.start else self._new_piece(start)
+                    piece.pcm, piece.span = pcm, self.engine.speech_span(pcm)
+                    self._pieces.append(piece)
+                current = self._new_piece(self._cutter.start)
+                self._pieces.append(current)
+                chunk = self._cutter.rest  # the new piece's VAD starts at its own first sample
+            if current.vad is not None:
+                self._status = current.vad.feed(chunk)
+            self._drop_stale_pass()
+            self._cond.notify_all()
+        if self._thread is None:
+            self._step()
+        return self.text
+
+    def finish(self) -> Transcript:
+        """The transcript of everything fed, equal to ``engine.transcribe`` of it; ends the session."""
+        with self._cond:
+            rest = self._cutter.rest
+            current = self._pieces[-1]
+            if len(rest):
+                current.pcm, current.span = rest, self._live_span(current)
+            else:
+                self._pieces.pop()  # no audio after the last cut: no piece, as ``segmenter.pieces``
+        self.close()
+        segments: list[Segment] = []
+        language, duration = self.language, 0.0
+        for piece in self._pieces:
+            if piece.key != (piece.span, language):
+                if piece.span is None:
+                    piece.key, piece.result = (None, language), ([], language)
+                else:
+                    self._run(_Pass(piece, piece.pcm, piece.span, language, self._samples))
+            found, language = piece.result
+            segments.extend(found)
+            duration = piece.start / SAMPLE_RATE + len(piece.pcm) / SAMPLE_RATE
+        return self.engine.make_transcript(segments, language, duration)
+
+    def close(self) -> None:
+        """Stop the session's thread, dropping a pass under way unless ``finish`` will use it."""
+        with self._cond:
+            self._closed = True
+            job = self._in_flight
+            if job is not None and job.span != job.piece.span:
+                job.interrupt.set()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    # ---- passes ---------------------------------------------------------------------------------------
+
+    def _new_piece(self, start: int) -> _Piece:
+        return _Piece(start, self.engine.speech_vad(self._pause))
+
+    def _live_span(self, piece: _Piece) -> Span | None:
+        """The span of the unfinished piece as if the recording ended now."""
+        n = len(self._cutter.rest)
+        if piece.vad is None:
+            return (0, n) if n else None
+        return piece.vad.span()
+
+    def _choose(self, now: float) -> _Pass | None:
+        """The pass to run next, if any is due (called with the lock held)."""
+        language = self.language
+        for piece in self._pieces:
+            span = piece.span if piece.pcm is not None else self._live_span(piece)
+            if piece.key == (span, language):
+                language = piece.result[1]
+                continue
+            if span is None:  # no speech (yet): nothing to transcribe
+                if piece.pcm is None:
+                    return None
+                piece.key, piece.result = (None, language), ([], language)
+                continue
+            if piece.pcm is not None:  # complete, and final
+                return _Pass(piece, piece.pcm, span, language, self._samples)
+            pcm = self._cutter.rest
+            if span[1] < len(pcm) or (self.partials and self._due(now)):
+                return _Pass(piece, pcm, span, language, self._samples)
+            return None
+        return None
+
+    def _drop_stale_pass(self) -> None:
+        """Interrupt the pass under way if its piece's span has settled on another one (called with the
+        lock held): the speaker paused, or the piece was cut, so that pass's text is already old."""
+        job = self._in_flight
+        if job is None or job.interrupt.is_set():
+            return
+        piece = job.piece
+        settled = piece.span if piece.pcm is not None else self._live_span(piece)
+        if piece.pcm is None and settled is not None and settled[1] >= len(self._cutter.rest):
+            settled = None  # still growing: the pass under way is as good as any partial
+        if settled is not None and settled != job.span:
+            job.interrupt.set()
+
+    def _due(self, now: float) -> bool:
+        """Whether a partial pass keeps up with real time (see the module docstring)."""
+        new = (self._samples - self._last_start) / SAMPLE_RATE
+        return new >= MIN_STEP and (new >= self._last_seconds or now - self._last_end >= self._last_seconds)
+
+    def _run(self, job: _Pass) -> None:
+        """Transcribe ``job`` and keep the result under its key."""
+        piece = job.piece
+        if piece.origin != job.span[0]:  # frames are kept for audio that starts where the speech does
+            piece.features = self.engine.transcriber.features() if "features" in self.engine.hooks else None
+            piece.origin = job.span[0]
+        started = time.monotonic()
+        result = self.engine.transcribe_piece(job.pcm, piece.start / SAMPLE_RATE, job.span, job.language,
+                                              self.task, self.prompt, piece.features, job.interrupt)
+        ended = time.monotonic()
+        with self._cond:
+            piece.key, piece.result = (job.span, job.language), result
+            self._last_start, self._last_seconds, self._last_end = job.audio_at_start, ended - started, ended
+            self._text = " ".join(s.text.strip() for p in self._pieces for s in p.result[0] if s.text.strip())
+
+    def _step(self) -> None:
+        """Run the pass that is due, if any, on this thread."""
+        with self._cond:
+            job = self._choose(time.monotonic())
+        if job is not None:
+            self._run(job)
+
+    def _work(self) -> None:
+        """The session's thread: run passes as they fall due until closed."""
+        while True:
+            with self._cond:
+                job = None
+                while not self._closed and (job := self._choose(time.monotonic())) is None:
+                    self._cond.wait(IDLE_CHECK)
+                if self._closed:
+                    return
+                self._in_flight = job
+            try:
+                self._run(job)
+            except Interrupted:
+                pass
+            except Exception as error:  # finish() runs the passes it needs again, and raises there
+                log.warning("stream: a pass failed; no more text until the end: %s", error)
+                return
+            finally:
+                with self._cond:
+                    self._in_flight = None

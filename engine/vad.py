@@ -1,0 +1,236 @@
+"""Voice activity: where the speech is, so that silence never reaches a decoder.
+
+Whisper, given silence or hiss, writes what its training subtitles said over silence ("Thank you.",
+"you"); Moonshine babbles. So every piece of audio is first run through Silero VAD (v6, MIT licence):
+a take with no speech gives no text, and a take with speech is trimmed to it (with a margin), which
+also spares the model the pauses before and after the words.
+
+The model is the ONNX file from the ``silero-vad`` package on PyPI. That package depends on PyTorch,
+which Sayso doesn't need, so the wheel is fetched on its own with pip (``download_wheel``, no
+dependencies) into Sayso's data folder and only the ONNX file is kept; onnxruntime runs it. It reads
+512 samples (32 ms at 16 kHz) at a time, with the 64 samples before them as context and a recurrent
+state carried from window to window, and gives the probability that the window holds speech.
+
+Windows are turned into speech segments as Silero's ``get_speech_timestamps`` does (hysteresis between
+two thresholds, short blips dropped, a margin around each segment). The same ``Vad`` object serves a
+whole file and a live stream: fed all at once or in chunks of any size, it runs the same windows in the
+same order, so a dictation's segments equal those of the finished recording.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import SaysoError
+
+SAMPLE_RATE = 16000
+WINDOW = 512  # samples per probability (32 ms)
+CONTEXT = 64  # samples of the previous window the model sees before each window
+THRESHOLD = 0.5  # a window at or above this starts speech
+NEG_THRESHOLD = 0.35  # a window below this, in speech, may end it (Silero's threshold - 0.15)
+MIN_SPEECH = 4000  # samples (0.25 s): shorter bursts are clicks or breaths, not words
+MIN_SILENCE = 1600  # samples (0.1 s) of quiet that end a segment
+SPEECH_PAD = 1600  # samples (0.1 s) kept before and after each segment: soft onsets and word endings
+PAUSE_SECONDS = 0.8  # hands-free dictation stops after this long a pause
+
+PACKAGE, VERSION = "silero-vad", "6.2.3"
+MODEL_MEMBER = "silero_vad/data/silero_vad.onnx"
+MODEL_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
+
+
+@dataclass(frozen=True)
+class VadStatus:
+    """What a live ``Vad`` has heard so far: ``speech``, it is in speech now; ``ended``, speech was heard
+    and it has been quiet for the pause since (hands-free dictation stops)."""
+
+    speech: bool
+    ended: bool
+
+
+def model_path(progress=None) -> Path:
+    """Silero's ONNX file: from an installed ``silero_vad`` package, else the one fetched into Sayso's
+    data folder, else fetched now from PyPI (the wheel, about 11 MB, is deleted once unpacked)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("silero_vad")  # found without importing it: its __init__ imports torch
+    if spec is not None and spec.submodule_search_locations:
+        installed = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
+        if installed.is_file():
+            return installed
+    from engine.models import data_dir
+
+    path = data_dir() / "vad" / f"silero_vad-{VERSION}.onnx"
+    if not path.is_file():
+        _fetch(path, progress)
+    return path
+
+
+def _fetch(path: Path, progress) -> None:
+    from engine.convert.pypi import download_wheel
+
+    if progress is not None:
+        progress(0.0, f"Downloading {PACKAGE} {VERSION} (voice activity detection)")
+    work = path.parent / f".{uuid.uuid4().hex[:12]}.partial"
+    try:
+        wheel = download_wheel(PACKAGE, VERSION, work)
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                data = archive.read(MODEL_MEMBER)
+        except (zipfile.BadZipFile, KeyError) as error:
+            raise SaysoError(f"{wheel.name} holds no usable {MODEL_MEMBER} ({error}). Try again.") from None
+        if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
+            raise SaysoError(f"{MODEL_MEMBER} in {wheel.name} is not the expected file. Try again.")
+        (work / path.name).write_bytes(data)
+        (work / path.name).replace(path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if progress is not None:
+        progress(1.0, "Voice activity detection ready")
+
+
+class SileroModel:
+    """One onnxruntime session of Silero VAD; ``run`` is thread-safe, so every ``Vad`` shares it."""
+
+    _shared: SileroModel | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.inter_op_num_threads = 1  # a window is 0.3 ms of work: threads would cost more than they give
+        options.intra_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._rate = np.array(SAMPLE_RATE, np.int64)
+
+    @classmethod
+    def shared(cls, progress=None) -> SileroModel:
+        """The process's model, loaded (and if need be fetched) on first use."""
+        with cls._lock:
+            if cls._shared is None:
+                cls._shared = cls(model_path(progress))
+            return cls._shared
+
+    def run(self, window: np.ndarray, state: np.ndarray) -> tuple[float, np.ndarray]:
+        """Speech probability of ``window`` [CONTEXT + WINDOW] and the state after it ([2, 1, 128])."""
+        probability, state = self.session.run(None, {"input": window[None], "state": state, "sr": self._rate})
+        return float(probability[0, 0]), state
+
+
+class Vad:
+    """Silero VAD over audio that arrives in chunks of any size (or all at once).
+
+    ``feed`` runs every complete window; ``segments`` gives the speech as if the audio ended now, the
+    last partial window padded with zeros, as Silero's ``get_speech_timestamps`` would for the audio so
+    far, without touching the state that later windows continue from.
+    """
+
+    def __init__(self, pause: float = PAUSE_SECONDS, model: SileroModel | None = None):
+        self.model = model or SileroModel.shared()
+        self.pause = int(round(pause * SAMPLE_RATE))
+        self.samples = 0  # fed so far
+        self.probabilities: list[float] = []  # one per complete window
+        self._state = np.zeros((2, 1, 128), np.float32)
+        self._context = np.zeros(CONTEXT, np.float32)
+        self._pending = np.zeros(0, np.float32)  # samples after the last complete window
+
+    def feed(self, chunk: np.ndarray) -> VadStatus:
+        """Take the next samples (16 kHz mono float32) and say what has been heard so far."""
+        chunk = np.asarray(chunk, np.float32).reshape(-1)
+        self.samples += len(chunk)
+        pending = np.concatenate([self._pending, chunk])
+        complete = len(pending) // WINDOW * WINDOW
+        for start in range(0, complete, WINDOW):
+            window = np.concatenate([self._context, pending[start : start + WINDOW]])
+            probability, self._state = self.model.run(window, self._state)
+            self.probabilities.append(probability)
+            self._context = window[-CONTEXT:]
+        self._pending = pending[complete:]
+        return self.status()
+
+    def status(self) -> VadStatus:
+        raw, open_ended = _raw_segments(self.probabilities, len(self.probabilities) * WINDOW)
+        heard = raw[-1][1] if raw and not open_ended else None
+        return VadStatus(speech=open_ended, ended=heard is not None and self.samples - heard >= self.pause)
+
+    def segments(self) -> list[tuple[int, int]]:
+        """Speech as (start, end) sample indices, margins included, as if the audio ended now."""
+        probabilities = self.probabilities
+        if len(self._pending):
+            last = np.concatenate([self._context, self._pending, np.zeros(WINDOW - len(self._pending), np.float32)])
+            probabilities = [*probabilities, self.model.run(last, self._state)[0]]
+        raw, _ = _raw_segments(probabilities, self.samples)
+        return _padded(raw, self.samples)
+
+    def span(self) -> tuple[int, int] | None:
+        """(start of the first segment, end of the last) as if the audio ended now; None when silent."""
+        found = self.segments()
+        return (found[0][0], found[-1][1]) if found else None
+
+
+def speech_segments(pcm: np.ndarray) -> list[tuple[int, int]]:
+    """Speech in 16 kHz audio as (start, end) sample indices, margins included; [] for silence."""
+    vad = Vad()
+    vad.feed(pcm)
+    return vad.segments()
+
+
+def speech_span(pcm: np.ndarray) -> tuple[int, int] | None:
+    """The stretch of ``pcm`` from its first speech to its last (margins included), or None."""
+    vad = Vad()
+    vad.feed(pcm)
+    return vad.span()
+
+
+def _raw_segments(probabilities, n_samples: int) -> tuple[list[tuple[int, int]], bool]:
+    """Segments before margins, and whether the last one runs on to the end of the audio (``n_samples``).
+
+    Silero's rules: a window at or above THRESHOLD starts speech; in speech, quiet starts at the first
+    window below NEG_THRESHOLD and ends the segment there once MIN_SILENCE has passed, unless speech
+    returns first; segments of MIN_SPEECH or less are dropped; speech at the end runs to the end.
+    """
+    found: list[tuple[int, int]] = []
+    start = None  # sample where the current segment began
+    quiet = 0  # sample where the current quiet began (0: none; a window at 0 can't end speech)
+    for i, probability in enumerate(probabilities):
+        at = i * WINDOW
+        if probability >= THRESHOLD:
+            quiet = 0
+            if start is None:
+                start = at
+                continue
+        if start is not None and probability < NEG_THRESHOLD:
+            quiet = quiet or at
+            if at - quiet >= MIN_SILENCE:
+                if quiet - start > MIN_SPEECH:
+                    found.append((start, quiet))
+                start, quiet = None, 0
+    open_ended = start is not None and n_samples - start > MIN_SPEECH
+    if open_ended:
+        found.append((start, n_samples))
+    return found, open_ended
+
+
+def _padded(raw: list[tuple[int, int]], n_samples: int) -> list[tuple[int, int]]:
+    """Widen each segment by SPEECH_PAD within the audio; a gap too short for two margins is split."""
+    starts = [max(0, s - SPEECH_PAD) if i == 0 else s for i, (s, _) in enumerate(raw)]
+    ends = [e for _, e in raw]
+    for i in range(len(raw) - 1):
+        gap = starts[i + 1] - ends[i]
+        if gap < 2 * SPEECH_PAD:
+            ends[i] += gap // 2
+            starts[i + 1] = max(0, starts[i + 1] - gap // 2)
+        else:
+            ends[i] = min(n_samples, ends[i] + SPEECH_PAD)
+            starts[i + 1] = max(0, starts[i + 1] - SPEECH_PAD)
+    if raw:
+        ends[-1] = min(n_samples, ends[-1] + SPEECH_PAD)
+    return list(zip(starts, ends))

@@ -1,0 +1,174 @@
+// Whisper's greedy token selection on the GPU (engine/gpu/ops/select.py; the rules are those of
+// Ops.whisper_select in engine/ops.py, the numpy oracle is NumpyOps.whisper_select).
+//
+// One workgroup. Each thread walks a strided share of the vocabulary once, skipping disallowed
+// tokens, and keeps two online softmax partials, one over text (ids below timestamp_begin) and one
+// over timestamps: the largest logit, its index and the sum of exp(logit - largest). A tree
+// reduction merges the partials; thread 0 then applies the "timestamps are likelier than any text
+// token" rule, picks the token and writes it to `ids` (what the next step's embed reads), appends it
+// to the history in `state` and updates the state. Empty sets are marked by index NONE rather than
+// by infinities, which WGSL has no literal for and some compilers don't keep.
+//
+// state (u32): [0] tokens chosen so far n, [1] the last chosen timestamp (0: none yet),
+// [2 .. 2+capacity) the chosen tokens, [2+capacity .. 2+2*capacity) their log-probabilities (f32 bits).
+// masks (u32 bits, bit j%32 of word j/32): words [0, words) suppress, [words, 2*words) begin-suppress.
+
+struct Params {
+    n_vocab: u32,
+    eot: u32,
+    timestamp_begin: u32,
+    timestamps: u32,             // 0: every timestamp is suppressed instead of the timestamp rules
+    max_initial_timestamp: u32,  // latest first timestamp, as an index from timestamp_begin
+    capacity: u32,
+    words: u32,                  // words per mask plane
+}
+
+override WG: u32 = 256u;  // threads, a power of two
+const NONE = 0xffffffffu;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> masks: array<u32>;
+@group(0) @binding(3) var<storage, read_write> state: array<u32>;
+@group(0) @binding(4) var<storage, read_write> ids: array<u32>;
+
+// Online softmax partial over a set of tokens: largest logit m at index i (NONE: the set is empty),
+// s = sum of exp(logit - m).
+struct Partial { m: f32, s: f32, i: u32 }
+
+var<workgroup> text_m: array<f32, WG>;
+var<workgroup> text_s: array<f32, WG>;
+var<workgroup> text_i: array<u32, WG>;
+var<workgroup> stamp_m: array<f32, WG>;
+var<workgroup> stamp_s: array<f32, WG>;
+var<workgroup> stamp_i: array<u32, WG>;
+
+// Adds token j with logit x; j grows along a thread's walk, so the strict > keeps the first of equals.
+fn push(a: Partial, x: f32, j: u32) -> Partial {
+    if (a.i == NONE) {
+        return Partial(x, 1.0, j);
+    }
+    if (x > a.m) {
+        return Partial(x, a.s * exp(a.m - x) + 1.0, j);
+    }
+    return Partial(a.m, a.s + exp(x - a.m), a.i);
+}
+
+// Merges two partials; on equal maxima the lower index wins (numpy's argmax).
+fn merge(a: Partial, b: Partial) -> Partial {
+    if (a.i == NONE) {
+        return b;
+    }
+    if (b.i == NONE) {
+        return a;
+    }
+    let m = max(a.m, b.m);
+    let s = a.s * exp(a.m - m) + b.s * exp(b.m - m);
+    if (b.m > a.m || (b.m == a.m && b.i < a.i)) {
+        return Partial(m, s, b.i);
+    }
+    return Partial(m, s, a.i);
+}
+
+fn masked(plane: u32, j: u32) -> bool {
+    return ((masks[plane * p.words + j / 32u] >> (j % 32u)) & 1u) != 0u;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) l: u32) {
+    let n = state[0];
+    let last_stamp = state[1];
+    let begin = p.timestamp_begin;
+    let selecting = n < p.capacity && !(n > 0u && state[1u + n] == p.eot);  // state[2 + n - 1]: the last token
+
+    // The allowed ids are [text_lo, text_hi) and [stamp_lo, stamp_hi), minus the masks.
+    var text_lo = 0u;
+    var text_hi = begin;
+    var stamp_lo = begin;
+    var stamp_hi = p.n_vocab;
+    if (p.timestamps == 0u) {
+        stamp_hi = begin;
+    } else {
+        let last_was_stamp = n >= 1u && state[1u + n] >= begin;
+        let penultimate_was_stamp = n < 2u || state[n] >= begin;
+        if (last_was_stamp && penultimate_was_stamp) {  // a pair just closed: text or EOT
+            stamp_hi = begin;
+        }
+        if (last_was_stamp && !penultimate_was_stamp) {  // a segment's end: the next start or EOT
+            text_lo = p.eot;
+        }
+        if (last_stamp != 0u) {  // never back in time; after text, strictly forward
+            stamp_lo = max(begin, select(last_stamp + 1u, last_stamp, last_was_stamp && !penultimate_was_stamp));
+        }
+        if (n == 0u) {  // the window opens with a timestamp within the first max_initial_timestamp
+            text_hi = 0u;
+            stamp_hi = min(stamp_hi, begin + p.max_initial_timestamp + 1u);
+        }
+    }
+
+    var text = Partial(0.0, 0.0, NONE);
+    var stamps = Partial(0.0, 0.0, NONE);
+    for (var j = l; selecting && j < p.n_vocab; j += WG) {
+        if (masked(0u, j) || (n == 0u && masked(1u, j))) {
+            continue;
+        }
+        if (j >= text_lo && j < text_hi) {
+            text = push(text, logits[j], j);
+        } else if (j >= stamp_lo && j < stamp_hi) {
+            stamps = push(stamps, logits[j], j);
+        }
+    }
+
+    text_m[l] = text.m;
+    text_s[l] = text.s;
+    text_i[l] = text.i;
+    stamp_m[l] = stamps.m;
+    stamp_s[l] = stamps.s;
+    stamp_i[l] = stamps.i;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half /= 2u) {
+        if (l < half) {
+            let t = merge(Partial(text_m[l], text_s[l], text_i[l]),
+                          Partial(text_m[l + half], text_s[l + half], text_i[l + half]));
+            text_m[l] = t.m;
+            text_s[l] = t.s;
+            text_i[l] = t.i;
+            let s = merge(Partial(stamp_m[l], stamp_s[l], stamp_i[l]),
+                          Partial(stamp_m[l + half], stamp_s[l + half], stamp_i[l + half]));
+            stamp_m[l] = s.m;
+            stamp_s[l] = s.s;
+            stamp_i[l] = s.i;
+        }
+        workgroupBarrier();
+    }
+    // Every thread read the state above, before the barriers, so thread 0 may now update it.
+    if (l != 0u) {
+        return;
+    }
+    if (!selecting) {
+        ids[0] = p.eot;
+        return;
+    }
+    text = Partial(text_m[0], text_s[0], text_i[0]);
+    stamps = Partial(stamp_m[0], stamp_s[0], stamp_i[0]);
+    // Timestamps together likelier than the best text token: text is disallowed. (Comparing
+    // log-probabilities or logits is the same: both sides lose the same log-sum-exp of all.)
+    let force_stamp = stamps.i != NONE && (text.i == NONE || stamps.m + log(stamps.s) > text.m);
+    var token = p.eot;  // unreachable fallback: EOT or an early timestamp is always allowed
+    var lse = 0.0;
+    if (force_stamp) {
+        token = stamps.i;
+        lse = stamps.m + log(stamps.s);
+    } else if (text.i != NONE) {
+        let both = merge(text, stamps);
+        token = both.i;
+        lse = both.m + log(both.s);
+    }
+    ids[0] = token;
+    state[2u + n] = token;
+    state[2u + p.capacity + n] = bitcast<u32>(logits[token] - lse);
+    state[0] = n + 1u;
+    if (token >= begin) {
+        state[1] = token;
+    }
+}
