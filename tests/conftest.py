@@ -36,3 +36,12 @@ def cpu_ops():
     from engine.cpu.ops import NumpyOps
 
     return NumpyOps()
+
+
+@pytest.fixture(scope="session")
+def moonshine_ort(tmp_path_factory):
+    """Moonshine tiny and base as their PyPI packages ship them (ONNX Runtime files), fetched once."""
+    from engine.convert.moonshine_pypi import fetch_moonshine_ort
+
+    folder = tmp_path_factory.mktemp("moonshine-ort")
+    return {name: fetch_moonshine_ort(name, folder / name) for name in ("moonshine-tiny", "moonshine-base")}

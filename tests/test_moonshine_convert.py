@@ -71,10 +71,8 @@ def opened(path: Path) -> ModelFile:
 
 
 @pytest.fixture(scope="session")
-def ort_dirs(request) -> dict[str, Path]:
-    """Moonshine tiny and base as their packages ship them, fetched from PyPI once into pytest's cache."""
-    cache = Path(request.config.cache.mkdir("moonshine-ort"))
-    return {name: fetch_moonshine_ort(name, cache / name) for name in SIZES}
+def ort_dirs(moonshine_ort) -> dict[str, Path]:
+    return {name: moonshine_ort[name] for name in SIZES}
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ import pytest
 
 from engine import audio, families
 from engine.convert import convert
-from engine.convert.moonshine_pypi import fetch_moonshine_ort
 from engine.gguf.reader import ModelFile
 from engine.moonshine.decode import greedy_decode, token_limit
 from engine.moonshine.model import MIN_SAMPLES, encoder_length
@@ -46,10 +45,9 @@ def word_errors(reference: list[str], hypothesis: list[str]) -> int:
     return row[-1]
 
 
-@pytest.fixture(scope="module")
-def ort_dirs(request) -> dict[str, Path]:
-    cache = Path(request.config.cache.mkdir("moonshine-ort"))
-    return {name: fetch_moonshine_ort(name, cache / name) for name in VARIANTS}
+@pytest.fixture(scope="session")
+def ort_dirs(moonshine_ort) -> dict[str, Path]:
+    return {name: moonshine_ort[name] for name in VARIANTS}
 
 
 @pytest.fixture(scope="module")
