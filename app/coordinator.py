@@ -1,7 +1,10 @@
 """The coordinator: owns every part of the app and runs the dictation flow between them.
 
-    shortcut down ─► capture the focused window, start the take (pre-roll included), cue, overlay
-    shortcut up   ─► short tail, stop the take, save audio + history row, queue the transcription
+    shortcut down ─► capture the focused window, start the take (pre-roll included) streaming into the
+                     engine (text so far on the overlay), cue, overlay
+    shortcut up   ─► short tail, stop the take, save audio + history row, queue the transcription (the
+                     take's stream session has done most of it by then)
+    hands-free    ─► a take started by a toggle stops by itself when the speaker pauses (VAD)
     transcript    ─► history text, then deliver to the window captured at key-down (if it still has
                      the focus; otherwise keep the text here and say so)
 
@@ -51,6 +54,8 @@ class Take:
     started: float  # time.monotonic()
     stopping: bool = False
     released: float = 0.0  # time.monotonic() at key-up
+    hands_free: bool = False  # stop when the speaker pauses
+    stream: int | None = None  # the engine's id for the take's stream session
 
 
 @dataclass
@@ -116,6 +121,7 @@ class Coordinator(QObject):
         self.client.failed.connect(self._on_failed)
         self.client.cancelled.connect(lambda job_id: self._on_failed(job_id, "Cancelled."))
         self.client.preview.connect(self._on_preview)
+        self.client.speech_ended.connect(self._on_speech_ended)
         self.hotkeys.pressed.connect(self._on_hotkey_pressed)
         self.hotkeys.released.connect(self._on_hotkey_released)
         self.delivery.done.connect(self._on_delivered)
@@ -229,6 +235,8 @@ class Coordinator(QObject):
             hint = "Bind “sayso --toggle” to a keyboard shortcut in your desktop's settings, or use the button."
         elif self.settings.mode == "hold":
             hint = f"Hold {keys} anywhere and speak; let go to insert the text."
+        elif self.settings.hands_free:
+            hint = f"Press {keys} anywhere and speak; the text goes in when you pause."
         else:
             hint = f"Press {keys} anywhere to start dictating, and again to insert the text."
         self.dictation_page.set_hint(hint)
@@ -282,7 +290,7 @@ class Coordinator(QObject):
 
     def toggle(self, deliver: bool = True) -> None:
         if self._take is None:
-            self.start_dictation(deliver)
+            self.start_dictation(deliver, hands_free=self.settings.hands_free)
         else:
             self.stop_dictation()
 
@@ -296,10 +304,11 @@ class Coordinator(QObject):
         if self.settings.mode == "hold":
             self.stop_dictation()
 
-    def start_dictation(self, deliver: bool = True) -> bool:
+    def start_dictation(self, deliver: bool = True, hands_free: bool = False) -> bool:
         """Start a take now; False (and a message) if the microphone can't be used.
 
         ``deliver``: type or paste the text into the window focused now; otherwise keep it in Sayso.
+        ``hands_free``: stop by itself when the speaker pauses after speaking.
         """
         if self._take is not None:
             return False
@@ -307,10 +316,12 @@ class Coordinator(QObject):
             self._show_problem(self._mic_error)
             return False
         sink = None
-        if self.settings.live_preview and self.client.ready:
-            sink = self.client.begin_take(language=self.settings.language or None, prompt=self.settings.prompt)
+        if self.client.ready:  # streamed even without live text: the engine works ahead of the key-up
+            sink = self.client.begin_take(language=self.settings.language or None, prompt=self.settings.prompt,
+                                          partials=self.settings.live_preview)
         self.recorder.start_take(sink)
-        self._take = Take(deliver, self.delivery.capture_target() if deliver else None, time.monotonic())
+        self._take = Take(deliver, self.delivery.capture_target() if deliver else None, time.monotonic(),
+                          hands_free=hands_free, stream=self.client.take_id)
         if self.settings.cues:
             self.cues.play("start")
         if self.settings.overlay:
@@ -334,7 +345,7 @@ class Coordinator(QObject):
     def _finish_take(self) -> None:
         take, self._take = self._take, None
         pcm = self.recorder.stop_take()
-        self.client.end_take()
+        stream = self.client.end_take()
         self._level_timer.stop()
         if self.settings.cues:
             self.cues.play("stop")
@@ -349,7 +360,8 @@ class Coordinator(QObject):
         except Exception as error:  # a full disk must not cost the user their dictation: transcribe anyway
             log.error("history: can't save the recording: %s", error)
             self.dictation_page.notice.show_text(f"The recording couldn't be saved to History: {error}")
-        job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt)
+        job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt,
+                                        take=stream)
         self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000)
         if self.settings.overlay:
             self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
@@ -364,6 +376,11 @@ class Coordinator(QObject):
     def _on_preview(self, text: str) -> None:
         if self._take is not None and self.settings.overlay:
             self.overlay.set_text(text)
+
+    def _on_speech_ended(self, stream: int) -> None:
+        if self._take is not None and self._take.hands_free and self._take.stream == stream:
+            log.info("hands-free: the speaker paused; stopping")
+            self.stop_dictation()
 
     def _on_finished(self, job_id: int, transcript) -> None:
         pending = self._pending.pop(job_id, None)

@@ -9,12 +9,12 @@ Jobs run by priority, not arrival: a dictation (the user is waiting with the cur
 ahead of queued history re-runs, which go ahead of file transcriptions. A job already running is not
 interrupted, but every job carries a ``threading.Event`` the GUI thread can set to cancel it.
 
-While a dictation is being recorded, the recorder feeds 16 kHz blocks into a queue the worker drains
-every few hundred milliseconds; when the engine is idle it transcribes the end of the take so far and
-emits ``preview`` (the overlay's "text so far"). The key-up sets the preview's cancel event, but an
-engine only checks it between pieces of audio, so a preview in flight delays the real transcription
-until it ends. Previews are therefore sized to the engine's measured speed: each covers only as much of
-the take's end as the engine transcribes within PREVIEW_BUDGET, and a slow engine gets none.
+While a dictation is being recorded, the recorder feeds 16 kHz blocks into a queue that the worker
+drains every TAKE_TICK_MS into the take's stream session (``engine.stream``). The session transcribes on
+its own thread as the words come, and the worker emits ``preview`` (the overlay's "text so far") when
+its text changes, and ``speech_ended`` once the speaker has paused (hands-free dictation). At the end
+of the take the dictation job (``submit_pcm(..., take=id)``) finishes that session instead of starting
+over: its transcript equals transcribing the recording, and most of it is done by then.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,8 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from engine.audio import SAMPLE_RATE
 from engine.errors import SaysoError
+from engine.vad import PAUSE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +40,7 @@ PRIORITY_DICTATION = 0
 PRIORITY_HISTORY = 1
 PRIORITY_FILE = 2
 
-PREVIEW_TICK_MS = 250
-PREVIEW_MIN_SECONDS = 1.0  # don't preview less audio than this: too little for the model to say anything
-PREVIEW_MAX_SECONDS = 25.0  # never more than this much of the take's end (Whisper's window is 30 s)
-PREVIEW_FIRST_SECONDS = 2.0  # the first preview of a session measures the engine's speed on this much
-PREVIEW_BUDGET = 0.4  # seconds one preview may take: the key-up waits for a preview already running
-PREVIEW_MIN_GAP = 0.75  # seconds between previews, at least
+TAKE_TICK_MS = 100  # how often the take's new audio goes to its stream session
 
 EngineFactory = Callable[[Path, str], object]
 
@@ -62,6 +56,7 @@ class Job:
     language: str | None = field(default=None, compare=False)
     prompt: str | None = field(default=None, compare=False)
     model: str | None = field(default=None, compare=False)  # None: the session's model; "": the default one
+    take: int | None = field(default=None, compare=False)  # the take whose stream session this job finishes
     cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
 
@@ -119,6 +114,7 @@ class EngineWorker(QObject):
     failed = Signal(int, str)  # job id, user-facing message
     cancelled = Signal(int)
     preview = Signal(str)  # text of the take so far
+    speech_ended = Signal(int)  # take id: the speaker paused after speaking (hands-free dictation stops)
 
     def __init__(self, jobs: JobQueue, factory: EngineFactory):
         super().__init__()
@@ -129,22 +125,20 @@ class EngineWorker(QObject):
         self._load_error: str | None = None
         self._device = "auto"
         self._other: tuple[Path, object] | None = None  # the last other model used for a history re-run
-        self._chunks: queue.SimpleQueue | None = None
-        self._take: list[np.ndarray] = []
-        self._take_len = 0
-        self._previewed_len = 0
-        self._preview_cancel: threading.Event | None = None
-        self._preview_options: dict = {}
-        self._next_preview = 0.0
-        self._preview_speed: float | None = None  # compute seconds per second of audio, from the last preview
-        self._preview_timer = QTimer(self)  # a child, so it moves to the engine thread with the worker
-        self._preview_timer.setInterval(PREVIEW_TICK_MS)
-        self._preview_timer.timeout.connect(self._preview_tick)
+        self._chunks: queue.SimpleQueue | None = None  # the recording take's blocks, while it records
+        self._take: tuple[int, object, dict] | None = None  # (id, stream session, options) of the last take
+        self._shown = ""
+        self._ended = False
+        self._partials = True
+        self._take_timer = QTimer(self)  # a child, so it moves to the engine thread with the worker
+        self._take_timer.setInterval(TAKE_TICK_MS)
+        self._take_timer.timeout.connect(self._take_tick)
 
     # ---- the model ----------------------------------------------------------------------------------
 
     @Slot(str, str)
     def load(self, model: str, device: str) -> None:
+        self._drop_take()
         self._close_engines()
         self._load_error = None
         self._device = device
@@ -193,7 +187,7 @@ class EngineWorker(QObject):
 
     @Slot()
     def shutdown(self) -> None:
-        self._preview_timer.stop()
+        self._drop_take()
         self._close_engines()
 
     # ---- jobs ---------------------------------------------------------------------------------------
@@ -226,7 +220,12 @@ class EngineWorker(QObject):
         options = dict(language=job.language, prompt=job.prompt, progress=on_progress, cancel=job.cancel)
         try:
             engine = self._engine_for(job)
-            if job.pcm is not None:
+            session = self._claim_take(job)
+            if session is not None:
+                session.feed(job.pcm[session.samples :])  # the blocks that reached the recording after the last tick
+                transcript = session.finish()
+                on_progress(1.0)
+            elif job.pcm is not None:
                 transcript = engine.transcribe(job.pcm, **options)
             else:  # decoded as a stream on this thread, so a long video never sits in memory whole
                 transcript = engine.transcribe_file(job.path, **options)
@@ -246,63 +245,70 @@ class EngineWorker(QObject):
             transcript.model = engine.model_name
         self.finished.emit(job.id, transcript)
 
-    # ---- live preview of a take ---------------------------------------------------------------------
+    # ---- the take being recorded --------------------------------------------------------------------
 
-    @Slot(object, object, object)
-    def begin_take(self, chunks: queue.SimpleQueue, cancel: threading.Event, options: dict) -> None:
-        self._chunks, self._preview_cancel, self._preview_options = chunks, cancel, options
-        self._take, self._take_len, self._previewed_len = [], 0, 0
-        self._next_preview = time.monotonic() + PREVIEW_MIN_SECONDS
-        self._preview_timer.start()
+    @Slot(int, object, object)
+    def begin_take(self, take: int, chunks: queue.SimpleQueue, options: dict) -> None:
+        """Open a stream session for the take (options: language, prompt, partials, pause)."""
+        self._drop_take()
+        if self._engine is None:
+            return  # no model yet: the take is transcribed as a whole when it ends
+        language, prompt = options.get("language"), options.get("prompt")
+        session = self._engine.stream(language=language, prompt=prompt, partials=options.get("partials", True),
+                                      pause=options.get("pause", PAUSE_SECONDS))
+        self._chunks, self._take = chunks, (take, session, dict(language=language, prompt=prompt))
+        self._shown, self._ended = "", False
+        self._partials = session.partials
+        self._take_timer.start()
 
     @Slot()
     def end_take(self) -> None:
-        self._preview_timer.stop()
-        self._chunks, self._take, self._take_len = None, [], 0
+        """The recording stopped: no more blocks or previews; the session waits for its dictation job."""
+        self._take_timer.stop()
+        self._chunks = None
 
-    def _preview_tick(self) -> None:
+    def _take_tick(self) -> None:
         chunks = self._chunks
-        if chunks is None:
+        if chunks is None or self._take is None:
             return
+        blocks = []
         while True:
             try:
-                block = chunks.get_nowait()
+                blocks.append(chunks.get_nowait())
             except queue.Empty:
                 break
-            self._take.append(block)
-            self._take_len += block.size
-        if len(self._jobs):  # real work waits: do it first
+        take, session, _ = self._take
+        if blocks:
+            session.feed(np.concatenate(blocks))
+        text = session.text  # a pass may have ended since the last tick, with or without new audio
+        if self._partials and text != self._shown:
+            self._shown = text
+            self.preview.emit(text)
+        if session.status.ended and not self._ended:
+            self._ended = True
+            self.speech_ended.emit(take)
+        if len(self._jobs):  # the session transcribes on its own thread; queued work goes on meanwhile
             self._drain()
-            return
-        fresh = self._take_len - self._previewed_len
-        if (
-            self._engine is None
-            or self._take_len < PREVIEW_MIN_SECONDS * SAMPLE_RATE
-            or fresh < 0.3 * SAMPLE_RATE
-            or time.monotonic() < self._next_preview
-        ):
-            return
-        if self._preview_speed is None:
-            seconds = PREVIEW_FIRST_SECONDS
-        else:
-            seconds = min(PREVIEW_MAX_SECONDS, PREVIEW_BUDGET / max(self._preview_speed, 1e-6))
-            if seconds < PREVIEW_MIN_SECONDS:
-                return  # this engine is too slow to preview without delaying the dictation
-        take = np.concatenate(self._take)[-int(PREVIEW_MAX_SECONDS * SAMPLE_RATE) :]
-        self._take, self._previewed_len = [take], self._take_len
-        pcm = take[-int(seconds * SAMPLE_RATE) :]
-        started = time.monotonic()
-        try:
-            text = self._engine.transcribe(pcm, cancel=self._preview_cancel, **self._preview_options).text
-        except Exception as error:  # cancelled by the key-up, or any failure: a preview is best effort
-            log.debug("engine: preview stopped: %s", error)
-            return
-        spent = time.monotonic() - started
-        self._preview_speed = spent / (len(pcm) / SAMPLE_RATE)
-        # Leave the engine idle at least as long as it worked, so previews take at most half its time.
-        self._next_preview = time.monotonic() + max(PREVIEW_MIN_GAP, spent)
-        if self._chunks is chunks and not self._preview_cancel.is_set():
-            self.preview.emit(text.strip())
+
+    def _claim_take(self, job: Job):
+        """The stream session that ``job`` finishes, if it is the take's and was fed a start of its audio."""
+        if job.take is None or self._take is None or self._take[0] != job.take:
+            return None
+        _, session, options = self._take
+        self._take = None
+        if self._chunks is not None:  # the recording's end raced ahead of end_take
+            self.end_take()
+        if job.model is not None or options != dict(language=job.language, prompt=job.prompt) \
+                or session.samples > len(job.pcm):
+            session.close()
+            return None
+        return session
+
+    def _drop_take(self) -> None:
+        self.end_take()
+        if self._take is not None:
+            self._take[1].close()
+            self._take = None
 
 
 class EngineClient(QObject):
@@ -317,10 +323,11 @@ class EngineClient(QObject):
     failed = Signal(int, str)
     cancelled = Signal(int)
     preview = Signal(str)
+    speech_ended = Signal(int)
 
     _load = Signal(str, str)
     _wake = Signal()
-    _begin_take = Signal(object, object, object)
+    _begin_take = Signal(int, object, object)
     _end_take = Signal()
     _shutdown = Signal()
 
@@ -329,7 +336,8 @@ class EngineClient(QObject):
         self._jobs = JobQueue()
         self._ids = itertools.count(1)
         self._cancels: dict[int, threading.Event] = {}
-        self._take_cancel: threading.Event | None = None
+        self._takes = itertools.count(1)
+        self._take: int | None = None  # the take being recorded
         self.model_name = ""
         self.description = ""
         self.load_error: str | None = None
@@ -346,7 +354,7 @@ class EngineClient(QObject):
         self._shutdown.connect(self._worker.shutdown)
         self._worker.loaded.connect(self._on_loaded)
         self._worker.load_failed.connect(self._on_load_failed)
-        for name in ("loading", "started", "progress", "preview"):
+        for name in ("loading", "started", "progress", "preview", "speech_ended"):
             getattr(self._worker, name).connect(getattr(self, name))
         for name in ("finished", "failed", "cancelled"):
             getattr(self._worker, name).connect(self._forget_job)
@@ -370,7 +378,8 @@ class EngineClient(QObject):
         self._load.emit(model, device)
 
     def submit_pcm(self, pcm: np.ndarray, *, priority: int = PRIORITY_DICTATION, **options) -> int:
-        """Queue 16 kHz mono audio; options: language, prompt, model. Returns the job id."""
+        """Queue 16 kHz mono audio; options: language, prompt, model, take (the id ``end_take`` returned,
+        whose stream session then gives the transcript). Returns the job id."""
         return self._submit(Job(priority, next(self._ids), pcm=np.asarray(pcm, np.float32), **options))
 
     def submit_file(self, path, *, priority: int = PRIORITY_FILE, **options) -> int:
@@ -392,26 +401,30 @@ class EngineClient(QObject):
             self._cancels[job_id].set()
 
     def begin_take(self, **options) -> Callable[[np.ndarray], None]:
-        """Start previewing a take (options: language, prompt); returns the sink the recorder feeds.
-
-        The sink is callable from any thread (the recorder calls it from PortAudio's).
-        """
+        """Start streaming a take into the engine (options: language, prompt, partials: emit ``preview``
+        with the text so far, pause: seconds of quiet after speech before ``speech_ended``); returns the
+        sink the recorder feeds. The sink is callable from any thread (the recorder calls it from
+        PortAudio's)."""
         chunks: queue.SimpleQueue = queue.SimpleQueue()
-        self._take_cancel = threading.Event()
-        self._begin_take.emit(chunks, self._take_cancel, options)
+        self._take = next(self._takes)
+        self._begin_take.emit(self._take, chunks, options)
         return chunks.put
 
-    def end_take(self) -> None:
-        if self._take_cancel is not None:
-            self._take_cancel.set()  # stops a preview that is running right now
+    @property
+    def take_id(self) -> int | None:
+        """The id of the take being streamed (``speech_ended`` carries it), or None."""
+        return self._take
+
+    def end_take(self) -> int | None:
+        """Stop streaming the take; returns its id for ``submit_pcm(..., take=)`` (None: no take)."""
+        take, self._take = self._take, None
         self._end_take.emit()
+        return take
 
     def shutdown(self, timeout_ms: int = 10000) -> None:
         """Cancel everything, close the engine on its thread, and stop the thread."""
         for job_id in list(self._cancels):
             self.cancel(job_id)
-        if self._take_cancel is not None:
-            self._take_cancel.set()
         self._shutdown.emit()
         self._thread.quit()
         if not self._thread.wait(timeout_ms):

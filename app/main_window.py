@@ -1,6 +1,10 @@
 """The main window: a sidebar (brand, pages, engine status) and the pages in a stack.
 
 Files dropped anywhere on the window go to the Files page.
+
+The Models page is built here, over the Settings page: it reads the settings from it, and the model it
+is asked to use leaves through the Settings page's ``changed`` signal, the path every model change
+takes (the coordinator saves the settings and has the engine load the model).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import assets
+from app.models_view import ModelsPage
 from app.style import COLORS
 from app.widgets import ElidedLabel, label
 
@@ -28,6 +33,7 @@ PAGES = (
     ("dictation", "Dictation", "mic"),
     ("files", "Files", "files"),
     ("history", "History", "history"),
+    ("models", "Models", "models"),
     ("settings", "Settings", "settings"),
 )
 _STATUS_COLORS = {"ready": COLORS["ok"], "loading": COLORS["working"], "error": COLORS["error"]}
@@ -67,13 +73,19 @@ class MainWindow(QMainWindow):
     close_requested = Signal()  # the window's close button: the coordinator hides or quits
 
     def __init__(self, pages: dict[str, QWidget]):
+        """``pages``: every page of ``PAGES`` but the Models page, by key."""
         super().__init__()
         self.setWindowTitle("Sayso")
         self.setWindowIcon(assets.app_icon())
         self.setAcceptDrops(True)
         self.resize(980, 660)
         self.setMinimumSize(780, 520)
-        self.pages = pages
+        settings = pages["settings"]
+        models = ModelsPage(settings.current)
+        models.use_requested.connect(settings.changed)
+        models.models_changed.connect(lambda: settings.load(settings.current()))  # its model list
+        settings.changed.connect(models.show_settings)
+        self.pages = {**pages, "models": models}
 
         root = QWidget()
         root.setObjectName("Content")
@@ -108,7 +120,7 @@ class MainWindow(QMainWindow):
             item.setData(Qt.ItemDataRole.UserRole, key)
             item.setSizeHint(QSize(0, 40))
             self.nav.addItem(item)
-            self.stack.addWidget(pages[key])
+            self.stack.addWidget(self.pages[key])
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
         side.addWidget(self.nav, 1)
 

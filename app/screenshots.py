@@ -4,7 +4,7 @@ Waits for the model, then saves:
   main-window.png        the Dictation page, ready
   overlay-recording.png  the floating indicator while recording (levels and words of real speech)
   files-view.png         the Files page with a finished transcript
-  history.png, settings.png
+  history.png, models.png, settings.png
 The Files shot transcribes ``--screenshot-audio`` or, without it, the newest recording in History; the
 overlay shows that audio's loudness and the first words of its transcript. Nothing is written to History.
 """
@@ -77,6 +77,8 @@ class ScreenshotTour(QObject):
         self._save(self.c.window, "files-view.png")
         self.c.window.show_page("history")
         self._save(self.c.window, "history.png")
+        self.c.window.show_page("models")
+        self._save(self.c.window, "models.png")
         self.c.window.show_page("settings")
         self._save(self.c.window, "settings.png")
         self.c.window.show_page("dictation")

@@ -35,6 +35,7 @@ class Settings:
     cues: bool = True  # short sounds when recording starts and stops
     overlay: bool = True  # the small floating recording indicator
     live_preview: bool = True  # show the words so far while recording
+    hands_free: bool = False  # a dictation started by a toggle stops by itself when the speaker pauses
 
     def with_changes(self, **changes) -> Settings:
         return replace(self, **changes)

@@ -204,6 +204,12 @@ class SettingsPage(QWidget):
         card.body.addWidget(
             _row("Mode", "Hold the shortcut while you speak, or press it once to start and once to stop.", self.mode)
         )
+        self.hands_free = QCheckBox("Stop when I pause")
+        self.hands_free.toggled.connect(self._changed)
+        card.body.addWidget(
+            _row("Hands-free", "A dictation started by pressing the shortcut (or from the tray or the button) ends "
+                 "by itself when you pause for 0.8 s after speaking.", self.hands_free)
+        )
         self.microphone = QComboBox()
         self.microphone.currentIndexChanged.connect(self._changed)
         rescan = icon_button("redo", "Look for microphones again (after plugging one in)")
@@ -294,6 +300,7 @@ class SettingsPage(QWidget):
         self._settings = settings
         self.shortcut.set_value(settings.hotkey)
         _select(self.mode, settings.mode)
+        self.hands_free.setChecked(settings.hands_free)
         self._fill_microphones(settings.input_device)
         self.cues.setChecked(settings.cues)
         self.overlay.setChecked(settings.overlay)
@@ -311,6 +318,7 @@ class SettingsPage(QWidget):
         return self._settings.with_changes(
             hotkey=self.shortcut.value(),
             mode=self.mode.currentData(),
+            hands_free=self.hands_free.isChecked(),
             input_device=self.microphone.currentData(),
             cues=self.cues.isChecked(),
             overlay=self.overlay.isChecked(),

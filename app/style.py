@@ -54,6 +54,11 @@ QLabel#StateTitle { font-size: 15pt; font-weight: 600; }
 QLabel#Muted { color: %(muted)s; }
 QLabel#Faint { color: %(faint)s; }
 QLabel#Error { color: %(error)s; }
+QLabel#Badge {
+    background: %(accent_soft)s; color: %(accent_text)s; border-radius: 8px; padding: 1px 8px; font-size: 9pt;
+    font-weight: 600;
+}
+QFrame#Rule { background: %(border)s; border: none; }
 QPushButton, QToolButton#Flat {
     background: %(card)s; border: 1px solid %(border_strong)s; border-radius: 8px; padding: 6px 14px;
 }

@@ -44,12 +44,12 @@ import numpy as np
 from engine import models
 from engine.audio import load_audio
 from engine.backend import DeviceChoice
+from engine.cpu.ops import whisper_allowed_logits
 from engine.engine import Engine
 from engine.errors import SaysoError
 from engine.transcript import Transcript
 from engine.wer import ErrorCount, count_errors
 from engine.whisper import WhisperTranscriber
-from engine.cpu.ops import whisper_allowed_logits
 from engine.whisper.decode import WINDOW_SECONDS, DecodingResult, decode_window, logit_rules, sot_sequence, split_segments
 from engine.whisper.model import EncoderOutput, WhisperModel
 from engine.whisper.tokenizer import Tokenizer
@@ -101,6 +101,8 @@ class Divergence:
 
 @dataclass
 class ClipResult:
+    """Both transcripts of one clip, their word errors against the reference, and where they part."""
+
     file: str
     reference: str
     ours: str
@@ -214,8 +216,11 @@ class Evaluator:
         return result
 
     def first_divergence(self, ours: Transcript, theirs: str) -> Divergence | None:
-        """Our logits where our sampled text first leaves the text ``theirs`` (None if it never does)."""
+        """Our logits where our sampled text first leaves the text ``theirs`` (None if it never does, or
+        if the engine decoded no window at all)."""
         model, tokenizer = self.recorder.model, self.tokenizer
+        if not self.recorder.windows:
+            return None
         results = [decode_window(model, tokenizer, encoded, ours.language or None) for encoded in self.recorder.windows]
         kept = kept_tokens(tokenizer, results, ours)
         their_bytes = f" {theirs.strip()}".encode() if theirs.strip() else b""  # our segments open with a space token
@@ -233,7 +238,7 @@ class Evaluator:
             window, step = (kept[-1][0], kept[-1][1] + 1) if kept else (0, 0)  # our text ended first: the next step
 
         logits = step_logits(model, tokenizer, self.recorder.windows[window], results[window], step)
-        ours_id, runner_up = (int(i) for i in np.argsort(logits)[::-1][:2])
+        ours_id, runner_up = (int(i) for i in np.argsort(-logits, kind="stable")[:2])  # first index on ties, as argmax
         expected = results[window].tokens[step] if step < len(results[window].tokens) else model.config.eot
         if ours_id != expected:
             raise SaysoError(f"Replaying window {window} picked another token at step {step} than the engine.")
@@ -281,7 +286,7 @@ def clip_lines(r: ClipResult) -> list[str]:
         lines.append(f"  first difference: window {d.window} step {d.step}: ours {d.ours!r}, theirs {d.theirs!r}; "
                      f"our top-2 {top2}; margin {d.margin:.3f}: {verdict}")
     elif not r.equal:
-        lines.append("  the texts differ only in spacing")
+        lines.append("  no sampled token differs: the texts differ in spacing, or no window was decoded")
     lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} of {r.ours_errors.words} words")
     return lines
 

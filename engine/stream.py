@@ -30,7 +30,9 @@ whole piece), so they keep to real time: another starts only when the audio that
 last one started is at least as long as that pass took, and at least ``MIN_STEP``; until then it is
 skipped, never queued. A partial pass under way when the speaker pauses (or at ``finish``) is stale:
 families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
-the pass that counts starts at once; with the others (Whisper) it runs to its end first.
+the pass that counts starts at once. With the others (Whisper) it runs to its end first, so for them
+partial passes stop once one takes longer than ``UNINTERRUPTIBLE_BUDGET``: the key-up must not wait
+seconds for text nobody will read (Whisper on a CPU encodes 30 s every pass).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from engine.vad import PAUSE_SECONDS, Vad, VadStatus
 log = logging.getLogger(__name__)
 
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
+UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a partial pass may take when the family can't drop it
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
 Span = tuple[int, int]
@@ -237,6 +240,8 @@ class StreamSession:
 
     def _due(self, now: float) -> bool:
         """Whether a partial pass keeps up with real time (see the module docstring)."""
+        if "interrupt" not in self.engine.hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
+            return False
         new = (self._samples - self._last_start) / SAMPLE_RATE
         return new >= MIN_STEP and (new >= self._last_seconds or now - self._last_end >= self._last_seconds)
 

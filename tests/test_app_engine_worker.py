@@ -5,6 +5,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile
 
@@ -148,6 +149,38 @@ def test_live_preview_of_a_take(client):
     QTimer.singleShot(1500, loop.quit)
     loop.exec()
     assert len(previews) == count  # nothing after the take ended
+
+
+def test_a_take_is_finished_by_its_stream_session(client):
+    """The dictation job of a streamed take gives what transcribing the recording gives, including
+    the blocks that reached the recording after the last ones streamed."""
+    pcm, _ = soundfile.read(JFK, dtype="float32")
+    sink = client.begin_take(language="en", partials=False)
+    for start in range(0, 16000 * 9, 1600):
+        sink(pcm[start : start + 1600])
+    loop = QEventLoop()
+    QTimer.singleShot(500, loop.quit)  # the worker streams them meanwhile
+    loop.exec()
+    take = client.end_take()
+    assert take is not None and client.end_take() is None
+    job = client.submit_pcm(pcm, language="en", take=take)
+    _, transcript = wait_for(client.finished, condition=lambda j, t: j == job)
+    offline = client.submit_pcm(pcm, language="en")
+    _, expected = wait_for(client.finished, condition=lambda j, t: j == offline)
+    assert transcript == expected and words(transcript.text) == JFK_WORDS
+
+
+def test_hands_free_take_ends_when_the_speaker_pauses(client):
+    pcm, _ = soundfile.read(SHARED / "audio" / "commands" / "goforward.wav", dtype="float32")
+    sink = client.begin_take(language="en", partials=False)
+    take = client.take_id
+    for start in range(0, len(pcm), 1600):
+        sink(pcm[start : start + 1600])
+    for _ in range(12):
+        sink(np.zeros(1600, np.float32))  # 1.2 s of quiet after "go forward ten meters"
+    (ended,) = wait_for(client.speech_ended, timeout_ms=30_000)
+    assert ended == take
+    client.end_take()
 
 
 def test_a_model_that_fails_to_load_fails_its_jobs(qapp, tmp_path):

@@ -45,7 +45,9 @@ def test_screenshots(tmp_path):
     result = _run(tmp_path, "--screenshots", str(out), "--screenshot-audio", str(JFK))
     assert result.returncode == 0, result.stderr[-3000:]
     names = sorted(p.name for p in out.glob("*.png"))
-    assert names == ["files-view.png", "history.png", "main-window.png", "overlay-recording.png", "settings.png"]
+    assert names == [
+        "files-view.png", "history.png", "main-window.png", "models.png", "overlay-recording.png", "settings.png"
+    ]  # fmt: skip
     window = _image(out / "main-window.png")
     assert window.shape[:2] == (660, 980)
     files = _image(out / "files-view.png")

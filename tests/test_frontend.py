@@ -1,6 +1,5 @@
 """Whisper's log-mel features against transformers' WhisperFeatureExtractor, with the GGUF's own filterbank."""
 
-import time
 
 import gguf
 import numpy as np
@@ -65,17 +64,6 @@ def test_128_mel_bins_match_transformers(frontend_tensors):
     ours = log_mel(pcm, slaney_filterbank(128).astype(np.float32), window, n_frames=N_FRAMES)
     assert ours.shape == (128, N_FRAMES)
     assert np.abs(ours - reference_features(pcm, n_mels=128)).max() < 1e-4
-
-
-def test_30s_window_is_fast(frontend_tensors):
-    filterbank, window = frontend_tensors
-    pcm = pad_or_trim(load_audio(AUDIO / "jfk.wav"))
-    timings = []
-    for _ in range(5):
-        start = time.perf_counter()
-        log_mel(pcm, filterbank, window)
-        timings.append(time.perf_counter() - start)
-    assert min(timings) < 0.05  # measured about 8 ms on 2 shared cores
 
 
 def test_lengths(frontend_tensors):

@@ -54,18 +54,18 @@ class DecodingResult:
     language: str
 
 
-def logit_rules(c: WhisperConfig, tokenizer: Tokenizer, timestamps: bool) -> WhisperRules:
+def logit_rules(config: WhisperConfig, tokenizer: Tokenizer, timestamps: bool) -> WhisperRules:
     """The suppression and timestamp rules of the module docstring for ``Ops.whisper_select``."""
     begin = tokenizer.timestamp_begin
     # every control token between EOT and the timestamps: SOT, languages, tasks, no-speech, ...
-    control = np.arange(c.eot + 1, begin)
-    suppress = np.union1d(np.array(c.suppress_tokens, np.int64), control)
+    control = np.arange(config.eot + 1, begin)
+    suppress = np.union1d(np.array(config.suppress_tokens, np.int64), control)
     return WhisperRules(
-        n_vocab=c.n_vocab,
-        eot=c.eot,
+        n_vocab=config.n_vocab,
+        eot=config.eot,
         timestamp_begin=begin,
         suppress=tuple(int(t) for t in suppress),
-        begin_suppress=tuple(int(t) for t in c.begin_suppress_tokens),
+        begin_suppress=tuple(int(t) for t in config.begin_suppress_tokens),
         timestamps=timestamps,
         max_initial_timestamp=round(MAX_INITIAL_TIMESTAMP / TIMESTAMP_SECONDS),
     )

@@ -17,6 +17,14 @@ from engine.gpu.tensors import GpuTensor
 from engine.ops import WhisperRules
 
 HEADER = 2  # state words before the tokens: count, last chosen timestamp (whisper_select.wgsl)
+STEPS_PER_READ = 8
+"""Decoder steps per read-back of a selection on a real GPU (``Ops.decode_steps_per_read``).
+
+A batch of K steps costs one round trip (submit, wait for the GPU to drain, map), and a window
+wastes (K - 1) / 2 steps on average: those recorded after EOT. For n tokens the overhead is about
+n/K round trips + (K - 1)/2 steps, least at K = sqrt(2 n t_read / t_step); with a round trip
+costing half a step to a step (a step is ~70 small dispatches) and n ~ 30 tokens that is K ~ 5..8,
+and the sum is flat there. On a CPU adapter (lavapipe) a step costs a hundred round trips, so 1."""
 
 
 @dataclass(eq=False)
@@ -52,13 +60,9 @@ def mask_planes(rules: WhisperRules) -> np.ndarray:
 class SelectOps(GpuOpsBase):
     """``whisper_selection``, ``whisper_select`` and ``read_whisper_selection`` of ``engine.ops.Ops``."""
 
-    decode_steps_per_read = 8
-    """Each read-back is a round trip (submit, wait for the GPU to drain, map) during which host and
-    GPU take turns idling, so fewer are better; but the steps of a batch all run even when EOT came
-    early in it, wasting up to this many minus one per window. TODO: measured trade-off."""
-
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.decode_steps_per_read = 1 if self.device.is_cpu else STEPS_PER_READ
         # Mask planes by rules: uploaded once per model and setting, never pooled.
         self._whisper_masks: dict[WhisperRules, wgpu.GPUBuffer] = {}
 

@@ -1,0 +1,95 @@
+"""Voice activity: Silero VAD's segments of the shared clips, the same whatever the chunks; a take without
+speech gives no text (never Whisper's "Thank you." or "you"), offline and streamed; hands-free status."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from conftest import AUDIO, REFERENCE_GGUF
+from engine.audio import load_audio
+from engine.vad import MODEL_SHA256, SAMPLE_RATE, SPEECH_PAD, Vad, model_path, speech_segments, speech_span
+
+
+def seconds(segments):
+    return [(round(start / SAMPLE_RATE, 2), round(end / SAMPLE_RATE, 2)) for start, end in segments]
+
+
+def test_jfk_speech_from_the_first_word_to_the_last():
+    pcm = load_audio(AUDIO / "jfk.wav")
+    segments = speech_segments(pcm)
+    assert len(segments) == 4  # four phrases, with pauses between
+    assert all(a < b <= c < d for (a, b), (c, d) in zip(segments, segments[1:]))
+    (start, end) = speech_span(pcm)
+    # "And so" starts at 0.35 s; "country" ends at 10.6 s, then a clap at 10.9 s too short to count
+    assert 0.15 < start / SAMPLE_RATE < 0.35 and 10.5 < end / SAMPLE_RATE < 10.8
+
+
+@pytest.mark.parametrize("clip", ["jfk.wav", "beckett.wav", "commands/goforward.wav"])
+def test_chunks_of_any_size_give_the_segments_of_the_whole(clip):
+    pcm = load_audio(AUDIO / clip)
+    vad, rng, at = Vad(), np.random.default_rng(7), 0
+    while at < len(pcm):
+        size = int(rng.integers(1, 6000))
+        vad.feed(pcm[at : at + size])
+        at += size
+    assert vad.segments() == speech_segments(pcm)
+    assert vad.samples == len(pcm)
+
+
+def noises() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    white = rng.standard_normal(5 * SAMPLE_RATE)
+    brown = np.cumsum(rng.standard_normal(5 * SAMPLE_RATE))
+    brown -= np.convolve(brown, np.ones(400) / 400, "same")  # no drift: a rumble, not a ramp
+    return {
+        "silence": np.zeros(5 * SAMPLE_RATE, np.float32),
+        "white noise": (0.1 * white).astype(np.float32),
+        "brown noise": (0.3 * brown / np.abs(brown).max()).astype(np.float32),
+    }
+
+
+@pytest.mark.parametrize("kind", ["silence", "white noise", "brown noise"])
+def test_no_speech_in_silence_or_noise(kind):
+    assert speech_segments(noises()[kind]) == []
+
+
+@pytest.fixture(scope="module")
+def engines(moonshine_tiny):
+    from engine.engine import Engine
+
+    return {"whisper-tiny.en": Engine(REFERENCE_GGUF, device="cpu"), "moonshine-tiny": Engine(moonshine_tiny, device="cpu")}
+
+
+@pytest.mark.parametrize("model", ["whisper-tiny.en", "moonshine-tiny"])
+@pytest.mark.parametrize("kind", ["silence", "white noise"])
+def test_a_take_without_speech_gives_no_text(engines, model, kind):
+    engine, pcm = engines[model], noises()[kind]
+    transcript = engine.transcribe(pcm)
+    assert transcript.text == "" and transcript.segments == [] and transcript.duration == 5.0
+    session = engine.stream(background=False)
+    for start in range(0, len(pcm), 1600):
+        assert session.feed(pcm[start : start + 1600]) == ""
+    assert session.finish() == transcript
+
+
+def test_hands_free_status_ends_after_the_pause():
+    pcm = load_audio(AUDIO / "commands/goforward.wav")  # "go forward ten meters", speech ends at 2.2 s
+    vad = Vad(pause=0.8)
+    statuses = [vad.feed(pcm[start : start + 1600]) for start in range(0, len(pcm), 1600)]
+    assert not statuses[0].speech and any(s.speech for s in statuses) and not any(s.ended for s in statuses)
+    quiet = [vad.feed(np.zeros(1600, np.float32)) for _ in range(10)]  # one more second of silence
+    ended_at = (len(pcm) + 1600 * (1 + [s.ended for s in quiet].index(True))) / SAMPLE_RATE
+    last_speech = (speech_segments(pcm)[-1][1] - SPEECH_PAD) / SAMPLE_RATE  # where the quiet began
+    assert 0.8 <= ended_at - last_speech < 0.8 + 0.1  # within one 0.1 s chunk of the pause
+
+
+def test_model_is_fetched_from_pypi_into_the_data_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAYSO_DATA_DIR", str(tmp_path))
+    path = model_path()
+    assert path == tmp_path / "vad" / "silero_vad-6.2.3.onnx"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == MODEL_SHA256
+    assert [p.name for p in (tmp_path / "vad").iterdir()] == [path.name]  # the wheel and temp files are gone
+    assert model_path() == path  # a second call reuses it
