@@ -52,6 +52,7 @@ class Engine:
         self.model_name = self.transcriber.name
         self.vad = SileroModel.shared(progress) if vad else None
         self.lock = threading.RLock()
+        self.pass_seconds = 0.0  # how long the last stream pass took: whether passes can keep up (engine.stream)
 
     def describe(self) -> str:
         return f"{self.model_name} on {self.ops.describe()}"

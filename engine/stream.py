@@ -31,8 +31,10 @@ last one started is at least as long as that pass took, and at least ``MIN_STEP`
 skipped, never queued. A partial pass under way when the speaker pauses (or at ``finish``) is stale:
 families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
 the pass that counts starts at once. With the others (Whisper) it runs to its end first, so for them
-partial passes stop once one takes longer than ``UNINTERRUPTIBLE_BUDGET``: the key-up must not wait
-seconds for text nobody will read (Whisper on a CPU encodes 30 s every pass).
+passes on the unfinished piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the engine
+remembers the last pass's time from one dictation to the next): the key-up must never wait seconds for
+a pass it can't use. Whisper on a GPU streams; on a CPU, where every pass encodes 30 s for seconds,
+it doesn't, and ``finish`` costs what ``transcribe`` would, less the VAD and the frames already done.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from engine.vad import PAUSE_SECONDS, Vad, VadStatus
 log = logging.getLogger(__name__)
 
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
-UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a partial pass may take when the family can't drop it
+UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
 Span = tuple[int, int]
@@ -107,7 +109,7 @@ class StreamSession:
         self._closed = False
         self._in_flight: _Pass | None = None  # the pass under way on the session's thread
         # the cadence: where the last pass started (samples), how long it took, when it ended
-        self._last_start, self._last_seconds, self._last_end = 0, 0.0, 0.0
+        self._last_start, self._last_seconds, self._last_end = 0, engine.pass_seconds, 0.0
         self._thread = threading.Thread(target=self._work, name="sayso-stream", daemon=True) if background else None
         if self._thread is not None:
             self._thread.start()
@@ -219,6 +221,8 @@ class StreamSession:
                 continue
             if piece.pcm is not None:  # complete, and final
                 return _Pass(piece, piece.pcm, span, language, self._samples)
+            if "interrupt" not in self.engine.hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
+                return None  # a pass the key-up might have to wait for: leave it all to finish()
             pcm = self._cutter.rest
             if span[1] < len(pcm) or (self.partials and self._due(now)):
                 return _Pass(piece, pcm, span, language, self._samples)
@@ -240,8 +244,6 @@ class StreamSession:
 
     def _due(self, now: float) -> bool:
         """Whether a partial pass keeps up with real time (see the module docstring)."""
-        if "interrupt" not in self.engine.hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
-            return False
         new = (self._samples - self._last_start) / SAMPLE_RATE
         return new >= MIN_STEP and (new >= self._last_seconds or now - self._last_end >= self._last_seconds)
 
@@ -258,6 +260,7 @@ class StreamSession:
         with self._cond:
             piece.key, piece.result = (job.span, job.language), result
             self._last_start, self._last_seconds, self._last_end = job.audio_at_start, ended - started, ended
+            self.engine.pass_seconds = self._last_seconds
             self._text = " ".join(s.text.strip() for p in self._pieces for s in p.result[0] if s.text.strip())
 
     def _step(self) -> None:
