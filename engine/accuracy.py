@@ -20,10 +20,9 @@ step is the first of our sampled text tokens that doesn't continue transcribe.cp
 there is taken as the token our model scores highest among those that do continue it (EOT or a
 timestamp where its text ended). That favours transcribe.cpp's side, so a verdict of "not a near-tie"
 is never an artefact of guessing its tokens. (Re-encoding its text would also be wrong for models
-whose tokenizer lacks a BPE merge, as whisper-base's does.) Our side's tokens are the ones the engine
-really sampled: the transcriber's model is wrapped by ``WindowRecorder``, which keeps the encoder
-output of every window the engine decoded; each window's greedy decoding is then replayed on its
-encoder output to learn which step produced which token.
+whose tokenizer lacks a BPE merge, as whisper-base's does.) Our side's logits are the ones the engine
+computed: the transcriber's model is wrapped by ``WindowRecorder``, which keeps every step's logits of
+every window the engine decoded, so nothing is decoded twice.
 
 Word error rates against the references use ``engine.wer`` (its docstring gives the normalisation) and
 are pooled over all clips.
@@ -47,11 +46,12 @@ from engine.backend import DeviceChoice
 from engine.cpu.ops import whisper_allowed_logits
 from engine.engine import Engine
 from engine.errors import SaysoError
+from engine.ops import WhisperRules
 from engine.transcript import Transcript
 from engine.wer import ErrorCount, count_errors
 from engine.whisper import WhisperTranscriber
-from engine.whisper.decode import WINDOW_SECONDS, DecodingResult, decode_window, logit_rules, sot_sequence, split_segments
-from engine.whisper.model import EncoderOutput, WhisperModel
+from engine.whisper.decode import WINDOW_SECONDS, DecodingResult, logit_rules, split_segments
+from engine.whisper.model import WhisperModel
 from engine.whisper.tokenizer import Tokenizer
 
 NEAR_TIE_LOGITS = 0.5
@@ -117,64 +117,82 @@ class ClipResult:
 
 
 class WindowRecorder:
-    """Stands in for the transcriber's ``WhisperModel``: every call passes through, and the encoder
-    output of each window is kept, in the order the engine decoded them (``clear`` between clips)."""
+    """Stands in for the transcriber's ``WhisperModel``: every call passes through, and the logits of
+    each decoding step are kept (read back as numpy [n_vocab]), window by window, in the order the
+    engine decoded them (``clear`` between clips).
+
+    A window starts at ``encode``; its step 0 logits are those of the last ``prefill`` (the end of the
+    SOT sequence), step k's those of the k-th ``step_logits`` (after the k-th sampled token). On a GPU
+    the read-backs cost a sync per step; what is computed is the same.
+    """
 
     def __init__(self, model: WhisperModel):
         self.model = model
-        self.windows: list[EncoderOutput] = []
+        self.windows: list[list[np.ndarray]] = []
 
     def __getattr__(self, name: str):
         return getattr(self.model, name)
 
-    def encode(self, mel: np.ndarray) -> EncoderOutput:
-        encoded = self.model.encode(mel)
-        self.windows.append(encoded)
-        return encoded
+    def encode(self, mel: np.ndarray):
+        self.windows.append([])
+        return self.model.encode(mel)
+
+    def prefill(self, state, token_ids: list[int]):
+        logits = self.model.prefill(state, token_ids)
+        self.windows[-1][:] = [self.model.ops.read(logits)[0]]
+        return logits
+
+    def step_logits(self, state, ids):
+        logits = self.model.step_logits(state, ids)
+        self.windows[-1].append(self.model.ops.read(logits)[0])
+        return logits
 
     def clear(self) -> None:
         self.windows.clear()
 
 
-def step_logits(model: WhisperModel, tokenizer: Tokenizer, encoded: EncoderOutput, result: DecodingResult,
-                step: int) -> np.ndarray:
-    """Our logits [n_vocab] at sampling step ``step`` of a window, after the logit rules (float64,
-    -inf where a rule forbids the token).
+def greedy_tokens(steps: list[np.ndarray], rules: WhisperRules) -> tuple[list[int], list[np.ndarray]]:
+    """The tokens a window's recorded step logits give under the logit rules (EOT excluded), and each
+    step's logits after the rules (float64, -inf where a rule forbids a token), EOT's step included.
 
-    Replays ``decode_window`` without a prompt (the engine gives none): the SOT sequence, then the
-    window's first ``step`` sampled tokens one at a time, as the greedy loop feeds them.
+    This is the numpy oracle of ``Ops.whisper_select`` run again on the engine's own logits, so a
+    backend whose selection disagrees with the rules shows up as a transcript that can't be matched.
     """
-    state = model.decoder_session(encoded)
-    logits = model.decode_step(state, [model.config.sot])
-    rest = sot_sequence(model, tokenizer, result.language, "transcribe", timestamps=True)[1:]
-    if rest:
-        logits = model.decode_step(state, rest)
-    for token in result.tokens[:step]:
-        logits = model.decode_step(state, [token])
-    return whisper_allowed_logits(logits, logit_rules(model.config, tokenizer, timestamps=True), result.tokens[:step])
+    tokens: list[int] = []
+    allowed_steps = []
+    for logits in steps:
+        allowed = whisper_allowed_logits(logits, rules, tokens)
+        allowed_steps.append(allowed)
+        token = int(np.argmax(allowed))
+        if token == rules.eot:
+            break
+        tokens.append(token)
+    return tokens, allowed_steps
 
 
-def kept_tokens(tokenizer: Tokenizer, results: list[DecodingResult],
-                transcript: Transcript) -> list[tuple[int, int, bool]]:
-    """(window, step, opens a segment) of every text token of ``transcript``, in order.
+def kept_tokens(tokenizer: Tokenizer, windows: list[list[int]], transcript: Transcript) -> list[tuple[int, int, bool]]:
+    """(window, step, opens a segment) of every text token of ``transcript``, in order; ``windows``:
+    each window's sampled tokens.
 
     A window's segments (``split_segments``) are in the transcript unless the window was dropped as
-    silence; a cut-off window's unfinished tail is in no segment. Raises if the replayed windows don't
-    give the transcript's segments, i.e. the decoding isn't deterministic.
+    silence; a cut-off window's unfinished tail is in no segment. Raises if the windows don't give the
+    transcript's segments.
     """
     wanted = [[token.id for token in segment.tokens] for segment in transcript.segments]
     found_at = 0
     kept = []
-    for window, result in enumerate(results):
+    for window, tokens in enumerate(windows):
+        result = DecodingResult(tokens, [0.0] * len(tokens), 0.0, 0.0, transcript.language)
         segments, _ = split_segments(tokenizer, result, 0.0, WINDOW_SECONDS)
         ids = [[token.id for token in segment.tokens] for segment in segments]
         if not ids or ids != wanted[found_at : found_at + len(ids)]:
             continue  # dropped as no speech
         found_at += len(ids)
-        text_steps = iter(step for step, token in enumerate(result.tokens) if not tokenizer.is_special(token))
+        text_steps = iter(step for step, token in enumerate(tokens) if not tokenizer.is_special(token))
         kept += [(window, next(text_steps), i == 0) for segment in ids for i in range(len(segment))]
     if found_at != len(wanted):
-        raise SaysoError("Replaying the engine's windows gave other segments than the engine: decoding isn't deterministic.")
+        raise SaysoError("The recorded logits, under the logit rules, don't give the engine's transcript: "
+                         "the backend's token selection disagrees with engine.cpu.ops.whisper_allowed_logits.")
     return kept
 
 
@@ -218,15 +236,16 @@ class Evaluator:
     def first_divergence(self, ours: Transcript, theirs: str) -> Divergence | None:
         """Our logits where our sampled text first leaves the text ``theirs`` (None if it never does, or
         if the engine decoded no window at all)."""
-        model, tokenizer = self.recorder.model, self.tokenizer
+        tokenizer = self.tokenizer
         if not self.recorder.windows:
             return None
-        results = [decode_window(model, tokenizer, encoded, ours.language or None) for encoded in self.recorder.windows]
-        kept = kept_tokens(tokenizer, results, ours)
+        rules = logit_rules(self.recorder.model.config, tokenizer, timestamps=True)
+        tokens, allowed = zip(*(greedy_tokens(steps, rules) for steps in self.recorder.windows))
+        kept = kept_tokens(tokenizer, list(tokens), ours)
         their_bytes = f" {theirs.strip()}".encode() if theirs.strip() else b""  # our segments open with a space token
         at = 0  # bytes of their text matched so far
         for window, step, opens_segment in kept:
-            piece = tokenizer.token_bytes(results[window].tokens[step])
+            piece = tokenizer.token_bytes(tokens[window][step])
             if opens_segment and not piece.startswith(b" ") and their_bytes.startswith(b" ", at):
                 at += 1  # the transcript joins segments with a space
             if not their_bytes.startswith(piece, at):
@@ -237,11 +256,8 @@ class Evaluator:
                 return None  # same text up to spacing
             window, step = (kept[-1][0], kept[-1][1] + 1) if kept else (0, 0)  # our text ended first: the next step
 
-        logits = step_logits(model, tokenizer, self.recorder.windows[window], results[window], step)
+        logits = allowed[window][step]
         ours_id, runner_up = (int(i) for i in np.argsort(-logits, kind="stable")[:2])  # first index on ties, as argmax
-        expected = results[window].tokens[step] if step < len(results[window].tokens) else model.config.eot
-        if ours_id != expected:
-            raise SaysoError(f"Replaying window {window} picked another token at step {step} than the engine.")
         theirs_id = max(self.continuations(their_bytes[at:]), key=lambda t: logits[t])
         return Divergence(
             window, step, tokenizer.token_text(ours_id), tokenizer.token_text(theirs_id),
