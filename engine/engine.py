@@ -47,7 +47,8 @@ class Engine:
         path = models.resolve(model, progress) if model else models.default_model(progress)
         self.model_file = ModelFile(path)
         self.ops = make_ops(device)
-        self.transcriber = families.load(self.model_file, self.ops)
+        with self.ops.errors("loading the model"):
+            self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
         self.vad = SileroModel.shared(progress) if vad else None
@@ -104,7 +105,7 @@ class Engine:
         start, end = span
         given = {"features": features, "interrupt": interrupt}
         extra = {name: value for name, value in given.items() if value is not None and name in self.hooks}
-        with self.lock:
+        with self.lock, self.ops.errors("transcribing"):
             return self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
                                                language=language, task=task, prompt=prompt, **extra)
 

@@ -26,6 +26,7 @@ Conventions that hold for every method:
 from __future__ import annotations
 
 import abc
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -110,6 +111,12 @@ class Ops(abc.ABC):
 
     def flush(self) -> None:
         """Submit recorded work without reading anything back (no-op on the CPU backend)."""
+
+    def errors(self, what: str) -> AbstractContextManager:
+        """A context in which the backend's own exceptions become ``SaysoError``s saying what failed
+        while doing ``what`` (the GPU backend: any wgpu error, a lost device, to ``GpuError``), so the
+        engine's callers see one kind of error whichever backend runs. No-op on the CPU backend."""
+        return nullcontext()
 
     # ---- linear algebra -----------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 
 import wgpu
 
@@ -33,14 +32,15 @@ class _ErrorTrap(logging.Handler):
     """
 
     def __init__(self) -> None:
-        super().__init__(level=logging.ERROR)
-        self.lock = threading.Lock()
+        super().__init__(level=logging.ERROR)  # creates ``self.lock``, the handler's own RLock
         self.message: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        with self.lock:
-            if self.message is None:
-                self.message = record.getMessage()
+        # ``Handler.handle`` already holds ``self.lock`` here. It must stay that re-entrant lock: with
+        # a plain Lock of our own under the same name, handle() and emit() both took it and the
+        # first error wgpu logged (a lost device) deadlocked the thread that triggered it.
+        if self.message is None:
+            self.message = record.getMessage()
 
     def take(self) -> str | None:
         with self.lock:

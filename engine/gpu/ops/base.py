@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import numpy as np
+import wgpu
 
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels
@@ -57,6 +59,15 @@ class GpuOpsBase(Ops):
 
     def flush(self) -> None:
         self.recorder.submit()
+
+    @contextmanager
+    def errors(self, what: str):
+        """wgpu errors raised inside (a lost device fails the next wgpu call) become ``GpuError``:
+        kernels and uploads call wgpu in many places, and this is the one boundary they all cross."""
+        try:
+            yield
+        except wgpu.GPUError as error:
+            raise self.device.failure(what, error) from None
 
     # ---- dispatch -------------------------------------------------------------------------------
 
