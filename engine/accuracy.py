@@ -9,8 +9,9 @@ transcribe.cpp on the same GGUF file and the same audio (16 kHz mono from ``engi
 The engine's VAD trimming is off unless ``--vad`` is given, so both decoders hear the same samples.
 
 Where the texts differ, the first differing token is located and our decoder's logits at that step are
-replayed: both decoders are greedy, so a difference that starts where our two best tokens are nearly
-tied is rounding (Q8_0 dot products, float16 caches, summation order), not a bug. A difference is a
+looked up (they were recorded while the engine ran): both decoders are greedy, so a difference that
+starts where our two best tokens are nearly tied is rounding (Q8_0 dot products, float16 caches,
+summation order), not a bug. A difference is a
 **near-tie** when, at that step and after the logit rules, our pick's logit exceeds transcribe.cpp's
 pick's logit by less than ``NEAR_TIE_LOGITS`` (0.5, about a 1.65x probability ratio). Their pick is
 usually our runner-up, and then this margin is the top-2 margin; it can't be smaller than that one.
@@ -271,8 +272,8 @@ class Evaluator:
         tokenizer, config = self.tokenizer, self.recorder.model.config
         if not rest:
             return [config.eot, *range(tokenizer.timestamp_begin, config.n_vocab)]
-        return [t for t in range(tokenizer.timestamp_begin)
-                if not tokenizer.is_special(t) and tokenizer.token_bytes(t) and rest.startswith(tokenizer.token_bytes(t))]
+        texts = ((t, tokenizer.token_bytes(t)) for t in range(tokenizer.timestamp_begin) if not tokenizer.is_special(t))
+        return [t for t, text in texts if text and rest.startswith(text)]
 
 
 def summary(results: list[ClipResult]) -> dict:
@@ -303,7 +304,8 @@ def clip_lines(r: ClipResult) -> list[str]:
                      f"our top-2 {top2}; margin {d.margin:.3f}: {verdict}")
     elif not r.equal:
         lines.append("  no sampled token differs: the texts differ in spacing, or no window was decoded")
-    lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} of {r.ours_errors.words} words")
+    lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} "
+                 f"of {r.ours_errors.words} words")
     return lines
 
 

