@@ -9,6 +9,7 @@ between pieces. ``stream`` does the same for a dictation while it is being spoke
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,6 +23,8 @@ from engine.errors import SaysoError
 from engine.gguf.reader import ModelFile
 from engine.segmenter import SAMPLE_RATE, pieces
 from engine.transcript import Segment, Transcript
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[float], None]
 
@@ -51,9 +54,22 @@ class Engine:
             self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
-        self.vad = SileroModel.shared(progress) if vad else None
+        self.vad = self._load_vad(notify) if vad else None
         self.lock = threading.RLock()
         self.pass_seconds = 0.0  # how long the last stream pass took: whether passes can keep up (engine.stream)
+
+    @staticmethod
+    def _load_vad(notify) -> SileroModel | None:
+        """Silero VAD, or None with a warning when its model can't be had (first start offline):
+        transcription still works, it just hears the silences too."""
+        try:
+            return SileroModel.shared((lambda fraction, message: notify(message)) if notify else None)
+        except SaysoError as error:
+            message = f"Voice activity detection is off: {error}"
+            log.warning(message)
+            if notify is not None:
+                notify(message)
+            return None
 
     def describe(self) -> str:
         return f"{self.model_name} on {self.ops.describe()}"

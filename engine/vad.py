@@ -57,7 +57,11 @@ class VadStatus:
 
 def model_path(progress=None) -> Path:
     """Silero's ONNX file: from an installed ``silero_vad`` package, else the one fetched into Sayso's
-    data folder, else fetched now from PyPI (the wheel, about 11 MB, is deleted once unpacked)."""
+    cache folder, else fetched now from PyPI (the wheel, about 11 MB, is deleted once unpacked).
+
+    The cache (``$XDG_CACHE_HOME/sayso``, else ``~/.cache/sayso``) holds what can be fetched again, so
+    several data folders (a test's, a second profile's) share one copy and ``setup.sh`` can fetch it
+    ahead of an offline first start."""
     from importlib.util import find_spec
 
     spec = find_spec("silero_vad")  # found without importing it: its __init__ imports torch
@@ -65,9 +69,9 @@ def model_path(progress=None) -> Path:
         installed = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
         if installed.is_file():
             return installed
-    from engine.models import data_dir
+    from engine.models import cache_dir
 
-    path = data_dir() / "vad" / f"silero_vad-{VERSION}.onnx"
+    path = cache_dir() / "vad" / f"silero_vad-{VERSION}.onnx"
     if not path.is_file():
         _fetch(path, progress)
     return path

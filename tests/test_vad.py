@@ -86,10 +86,10 @@ def test_hands_free_status_ends_after_the_pause():
     assert 0.8 <= ended_at - last_speech < 0.8 + 0.1  # within one 0.1 s chunk of the pause
 
 
-def test_model_is_fetched_from_pypi_into_the_data_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("SAYSO_DATA_DIR", str(tmp_path))
+def test_model_is_fetched_from_pypi_into_the_cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = model_path()
-    assert path == tmp_path / "vad" / "silero_vad-6.2.3.onnx"
+    assert path == tmp_path / "sayso" / "vad" / "silero_vad-6.2.3.onnx"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == MODEL_SHA256
-    assert [p.name for p in (tmp_path / "vad").iterdir()] == [path.name]  # the wheel and temp files are gone
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # the wheel and temp files are gone
     assert model_path() == path  # a second call reuses it
