@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QProgressBar,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -38,7 +37,7 @@ from PySide6.QtWidgets import (
 from app import assets
 from app.settings import Settings
 from app.style import COLORS
-from app.widgets import Card, PageHeader, icon_button, label
+from app.widgets import Card, icon_button, label, scrolling_page
 from engine.errors import SaysoError
 
 log = logging.getLogger(__name__)
@@ -343,21 +342,8 @@ class ModelsPage(QWidget):
         self._tasks: dict[str, ModelTask] = {}
         self._messages: dict[str, tuple[str, bool]] = {}  # name -> (text, is an error) of its last attempt
         self.rows: dict[str, ModelRow] = {}
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setObjectName("Page")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        outer.addWidget(scroll)
-        body = QWidget()
-        body.setObjectName("PageBody")
-        scroll.setWidget(body)
-        column = QVBoxLayout(body)
-        column.setContentsMargins(28, 24, 28, 24)
-        column.setSpacing(16)
-        column.addWidget(
-            PageHeader("Models", "Larger models are more accurate and slower. Everything runs on this computer.")
+        column = scrolling_page(
+            self, "Models", "Larger models are more accurate and slower. Everything runs on this computer."
         )
         self.installed_card = Card("On this computer", spacing=0)
         self.available_card = Card("Available", spacing=0)

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -24,7 +23,7 @@ from app.hotkeys import WAYLAND_HINT, display_server, format_hotkey, parse_hotke
 from app.recorder import RecorderError, input_devices
 from app.settings import Settings
 from app.style import COLORS
-from app.widgets import Card, NoticeBar, PageHeader, icon_button, label
+from app.widgets import Card, NoticeBar, icon_button, label, scrolling_page
 
 LANGUAGES = [
     ("", "Detect automatically"), ("en", "English"), ("de", "German"), ("fr", "French"), ("es", "Spanish"),
@@ -172,20 +171,7 @@ class SettingsPage(QWidget):
         super().__init__(parent)
         self._settings = settings
         self._loading = False
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setObjectName("Page")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        outer.addWidget(scroll)
-        body = QWidget()
-        body.setObjectName("PageBody")
-        scroll.setWidget(body)
-        column = QVBoxLayout(body)
-        column.setContentsMargins(28, 24, 28, 24)
-        column.setSpacing(16)
-        column.addWidget(PageHeader("Settings", "Changes apply right away."))
+        column = scrolling_page(self, "Settings", "Changes apply right away.")
 
         if display_server() == "wayland":
             wayland = NoticeBar()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QScrollArea,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
@@ -113,6 +114,26 @@ class PageHeader(QWidget):
         self.actions = QHBoxLayout()
         self.actions.setSpacing(8)
         row.addLayout(self.actions)
+
+
+def scrolling_page(page: QWidget, title: str, subtitle: str) -> QVBoxLayout:
+    """Fill ``page`` with a frameless scroll area holding a padded column headed by ``title`` and
+    ``subtitle``; returns the column, for the page's cards (the Models and Settings pages)."""
+    outer = QVBoxLayout(page)
+    outer.setContentsMargins(0, 0, 0, 0)
+    scroll = QScrollArea()
+    scroll.setObjectName("Page")
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+    outer.addWidget(scroll)
+    body = QWidget()
+    body.setObjectName("PageBody")
+    scroll.setWidget(body)
+    column = QVBoxLayout(body)
+    column.setContentsMargins(28, 24, 28, 24)
+    column.setSpacing(16)
+    column.addWidget(PageHeader(title, subtitle))
+    return column
 
 
 class RecordButton(QAbstractButton):

@@ -5,5 +5,6 @@
 * ``attention``: relative-position (Parakeet) and rotary (GigaAM) self-attention;
 * ``block``: the Conformer block (half FFN, attention, conv module, half FFN, LayerNorm);
 * ``heads``: TDT, RNN-T and CTC heads with their greedy searches (numpy, on the CPU);
-* ``text``: vocabularies and the tokens-to-segments step.
+* ``text``: vocabularies and the tokens-to-segments step;
+* ``model``: ``encode`` and ``decode`` over the loaded subsampling, blocks and head.
 """

@@ -22,7 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.conformer.weights import Linear, Norm, linear, matrix_source, norm, row_slice, stacked
+from engine.conformer.weights import Linear, linear, matrix_source, row_slice, stacked
+from engine.layers import Norm, norm
 from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
 from engine.ops import Ops, Tensor
@@ -88,6 +89,19 @@ class ConformerBlock:
         x = self.conv(ops, x)
         x = self.ff2(ops, x)
         return ops.layer_norm(x, self.out_norm.weight, self.out_norm.bias, LAYER_NORM_EPS)
+
+
+def conformer_block(model_file: ModelFile, ops: Ops, prefix: str, attn: Attention, conv: ConvModule) -> ConformerBlock:
+    """``prefix.{norm_ff1, ff1, norm_attn, norm_conv, ff2, norm_ff2, norm_out}`` around the family's own
+    attention and conv module (already loaded: they are what differs between Parakeet and GigaAM)."""
+    return ConformerBlock(
+        ff1=feed_forward(model_file, ops, f"{prefix}.ff1", f"{prefix}.norm_ff1"),
+        attn_norm=norm(model_file, ops, f"{prefix}.norm_attn"),
+        attn=attn,
+        conv=conv,
+        ff2=feed_forward(model_file, ops, f"{prefix}.ff2", f"{prefix}.norm_ff2"),
+        out_norm=norm(model_file, ops, f"{prefix}.norm_out"),
+    )
 
 
 def feed_forward(model_file: ModelFile, ops: Ops, prefix: str, norm_prefix: str) -> FeedForward:

@@ -4,39 +4,22 @@ Linear and convolution weights keep their GGUF type (F32, F16, Q8_0) where the b
 other types (K-quants in some published files) are dequantized to F32 once at load. Slicing a
 weight by rows (one attention head's projection) or by columns (its share of the output projection)
 and repeating rows (the conv module's GLU trick) work on the raw GGUF blocks, so quantized weights
-stay quantized.
+stay quantized. The containers (``Linear``, ``Norm``) and the small-tensor loaders are the ones every
+family uses (``engine.layers``).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor, WeightSource
+from engine.layers import Linear, optional_vector
+from engine.ops import Ops, WeightSource
 
 NATIVE_TYPES = ("F32", "F16", "Q8_0")
 """Weight types every backend keeps as they are (``Ops.weight``)."""
 Q8_0_BLOCK, Q8_0_BYTES = 32, 34  # values per Q8_0 block, bytes per block (f16 scale + 32 int8)
-
-
-@dataclass
-class Linear:
-    """``y = x·Wᵀ + b``: weight [N, K] on the backend, bias [N] or None."""
-
-    weight: Any
-    bias: Tensor | None
-
-
-@dataclass
-class Norm:
-    """LayerNorm affine parameters [D]."""
-
-    weight: Tensor
-    bias: Tensor | None
 
 
 def matrix_source(model_file: ModelFile, name: str) -> WeightSource:
@@ -87,23 +70,10 @@ def dequantized(source: WeightSource) -> np.ndarray:
     return dequantize(source)
 
 
-def vector(model_file: ModelFile, ops: Ops, name: str) -> Tensor:
-    """A small F32 tensor (norm, bias) uploaded as is."""
-    return ops.tensor(model_file.array(name))
-
-
-def optional_vector(model_file: ModelFile, ops: Ops, name: str) -> Tensor | None:
-    return vector(model_file, ops, name) if model_file.has(name) else None
-
-
 def linear(model_file: ModelFile, ops: Ops, prefix: str) -> Linear:
     """``prefix.weight`` (any rank, flattened to [N, K]) and ``prefix.bias`` when the file has it."""
     return Linear(ops.weight(matrix_source(model_file, f"{prefix}.weight")),
                   optional_vector(model_file, ops, f"{prefix}.bias"))
-
-
-def norm(model_file: ModelFile, ops: Ops, prefix: str) -> Norm:
-    return Norm(vector(model_file, ops, f"{prefix}.weight"), vector(model_file, ops, f"{prefix}.bias"))
 
 
 def require_shape(model_file: ModelFile, name: str, shape: tuple[int, ...]) -> None:

@@ -19,11 +19,20 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.convert.layout import (
+    Progress,
+    check_out_type,
+    check_shapes,
+    general_metadata,
+    parameter_count,
+    shape_reader,
+    vocabulary_metadata,
+    write_layout,
+)
 from engine.convert.source import load_json
 from engine.convert.tokenizer import TOKEN_CONTROL, TOKEN_NORMAL, Vocabulary
-from engine.convert.whisper import OUTPUT_TYPES, Progress, size_label
 from engine.errors import ModelFileError, SaysoError
-from engine.gguf.writer import Meta, TensorOut, write_gguf
+from engine.gguf.writer import Meta
 
 TOKEN_UNKNOWN = 2
 TOKEN_BYTE = 6
@@ -239,16 +248,8 @@ def read_vocabulary(tokenizer_json: Path, vocab_size: int) -> Vocabulary:
 def write_moonshine_gguf(source: MoonshineSource, out: Path, out_type: str = "q8_0", variant: str | None = None,
                          progress: Progress | None = None) -> Path:  # fmt: skip
     """Write ``source`` to ``out`` in transcribe.cpp's Moonshine layout (atomically); returns ``out``."""
-    if out_type not in OUTPUT_TYPES:
-        raise SaysoError(f"Unknown output type {out_type!r}; use one of {', '.join(OUTPUT_TYPES)}.")
-    report = progress or (lambda fraction, message: None)
-    t = source.tensors
-
-    def shape(name: str) -> tuple[int, ...]:
-        if name not in t:
-            raise ModelFileError(source.path, f"has no weight for {name}")
-        return t[name].shape
-
+    check_out_type(out_type)
+    t, shape = source.tensors, shape_reader(source)
     d = shape("enc.conv.0.weight")[0]
     hp = dict(
         d=d, ffn=shape("enc.blocks.0.ffn.fc1.weight")[0], vocab=shape("dec.token_embd.weight")[0],
@@ -256,9 +257,7 @@ def write_moonshine_gguf(source: MoonshineSource, out: Path, out_type: str = "q8
         n_dec=sum(1 for n in t if n.startswith("dec.blocks.") and n.endswith(".norm_self.weight")),
     )  # fmt: skip
     layout = tensor_layout(**hp)
-    for name, expected in layout:
-        if shape(name) != expected:
-            raise ModelFileError(source.path, f"weight {name} has shape {list(shape(name))}, expected {list(expected)}")
+    check_shapes(source, layout)
     if len(layout) != len(t):
         extra = sorted(set(t) - {name for name, _ in layout})
         raise ModelFileError(source.path, f"has weights outside Moonshine's layout: {', '.join(extra[:5])}")
@@ -268,36 +267,16 @@ def write_moonshine_gguf(source: MoonshineSource, out: Path, out_type: str = "q8
                              "e.g. variant='moonshine-tiny'.")  # fmt: skip
         variant = VARIANTS[d][0]
     name = dict(VARIANTS.values()).get(variant, variant)
-    n_params = sum(int(np.prod(s)) for _, s in layout)
-    metadata = _metadata(source, hp, variant, name, out_type, n_params)
-    tensors = []
-    for i, (tensor_name, s) in enumerate(layout):
-        if i % 16 == 0:
-            report(0.1 + 0.7 * i / len(layout), f"Converting {tensor_name}")
-        tensors.append(TensorOut(tensor_name, t[tensor_name], tensor_type(tensor_name, s, out_type)))
-    report(0.8, f"Writing {out.name}")
-    write_gguf(out, "moonshine", metadata, tensors)
-    report(1.0, f"Wrote {out}")
-    return out
+    metadata = _metadata(source, hp, variant, name, out_type, parameter_count(layout))
+    return write_layout(out, "moonshine", metadata, source, layout, tensor_type, out_type, progress)
 
 
 def _metadata(source: MoonshineSource, hp: dict, variant: str, name: str, out_type: str, n_params: int) -> list[Meta]:
     h, vocab = source.hparams, source.vocabulary
-    m = [
-        Meta("general.name", "STRING", name),
-        Meta("general.basename", "STRING", "moonshine"),
-        Meta("general.size_label", "STRING", size_label(n_params)),
-        Meta("general.author", "STRING", "Useful Sensors"),
-        Meta("general.organization", "STRING", "UsefulSensors"),
-        Meta("general.license", "STRING", "mit"),
-        Meta("general.license.name", "STRING", "MIT License"),
-        Meta("general.license.link", "STRING", "https://opensource.org/license/mit"),
-        Meta("general.file_type", "UINT32", OUTPUT_TYPES[out_type]),
-        Meta("general.languages", "ARRAY[STRING]", ["en"]),
-        Meta("stt.variant", "STRING", variant),
-        Meta("stt.capability.lang_detect", "BOOL", False),
-        Meta("stt.capability.translate", "BOOL", False),
-        Meta("stt.capability.timestamps", "BOOL", False),
+    m = general_metadata(name, "moonshine", n_params, "Useful Sensors", "UsefulSensors", "mit", "MIT License",
+                         "https://opensource.org/license/mit", out_type, ["en"], variant,
+                         lang_detect=False, translate=False, timestamps=False)
+    m += [
         # transcribe.cpp's tag for SentencePiece-style BPE; the normalizer (a leading ▁, spaces as ▁)
         # is applied when encoding, so there is no pre-tokenizer
         Meta("tokenizer.ggml.model", "STRING", "bpe"),
@@ -343,9 +322,5 @@ def _metadata(source: MoonshineSource, hp: dict, variant: str, name: str, out_ty
         Meta("stt.frontend.type", "STRING", "raw"),
         Meta("stt.frontend.sample_rate", "UINT32", SAMPLE_RATE),
         Meta("stt.frontend.num_mels", "UINT32", 1),
-        # the bulk tokenizer arrays last, as transcribe.cpp's converter puts them
-        Meta("tokenizer.ggml.tokens", "ARRAY[STRING]", vocab.tokens),
-        Meta("tokenizer.ggml.token_type", "ARRAY[INT32]", vocab.types),
-        Meta("tokenizer.ggml.merges", "ARRAY[STRING]", vocab.merges),
     ]
-    return m
+    return m + vocabulary_metadata(vocab)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.convert.layout import size_label
 from engine.convert.mel import hann_periodic
 from engine.errors import SaysoError
 from engine.gguf.writer import Meta, TensorOut, write_gguf
@@ -430,7 +431,7 @@ def _gigaam(spec: Family, d: Dims, draw: _Draw) -> Layout:
         Meta("general.name", "STRING", GIGAAM_DISPLAY_NAMES[spec.variant]),
         Meta("general.basename", "STRING", "gigaam-v3"),
         Meta("general.version", "STRING", "v3"),
-        Meta("general.size_label", "STRING", _size_label(n_params)),
+        Meta("general.size_label", "STRING", size_label(n_params)),
         Meta("general.author", "STRING", "Salute Developers"),
         Meta("general.organization", "STRING", "ai-sage"),
         Meta("general.license", "STRING", "mit"),
@@ -470,12 +471,6 @@ def _gigaam(spec: Family, d: Dims, draw: _Draw) -> Layout:
     ]
     meta += bulk  # convert-gigaam.py's writer moves the bulk tokenizer arrays after every scalar key
     return Layout("gigaam", meta, t)
-
-
-def _size_label(n_params: int) -> str:
-    if n_params >= 1_000_000_000:
-        return f"{n_params / 1e9:.1f}B"
-    return f"{n_params / 1e6:.0f}M" if n_params >= 1_000_000 else f"{n_params / 1e3:.0f}K"
 
 
 # ---- calibration ------------------------------------------------------------------------------------

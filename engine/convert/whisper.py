@@ -8,21 +8,22 @@ in an ``f16`` file or Q8_0 in a ``q8_0`` file (as its published, quantized files
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
+from engine.convert.layout import (
+    Progress,
+    check_out_type,
+    check_shapes,
+    general_metadata,
+    parameter_count,
+    shape_reader,
+    vocabulary_metadata,
+    write_layout,
+)
 from engine.convert.mel import hann_periodic, mel_filterbank
 from engine.convert.source import WhisperSource
 from engine.errors import ModelFileError, SaysoError
-from engine.gguf.writer import Meta, TensorOut, write_gguf
-
-Progress = Callable[[float, str], None]
-"""Called with the fraction done (0..1) and what is happening, for a progress bar."""
-
-OUTPUT_TYPES = {"f16": 1, "q8_0": 7}
-"""Output type -> ``general.file_type`` (llama.cpp's MOSTLY_F16, MOSTLY_Q8_0)."""
+from engine.gguf.writer import Meta, TensorOut
 
 SAMPLE_RATE = 16000
 N_FFT = 400
@@ -106,26 +107,11 @@ def display_name(variant: str) -> str:
     return words + (" (English)" if variant.endswith(".en") else "")
 
 
-def size_label(n_params: int) -> str:
-    """``general.size_label`` from the parameter count: ``38M``, ``1.6B``."""
-    if n_params >= 1_000_000_000:
-        return f"{n_params / 1e9:.1f}B"
-    return f"{n_params / 1e6:.0f}M" if n_params >= 1_000_000 else f"{n_params / 1e3:.0f}K"
-
-
 def write_whisper_gguf(source: WhisperSource, out: Path, out_type: str = "q8_0", variant: str | None = None,
                        progress: Progress | None = None) -> Path:  # fmt: skip
     """Write ``source`` to ``out`` in transcribe.cpp's Whisper layout (atomically); returns ``out``."""
-    if out_type not in OUTPUT_TYPES:
-        raise SaysoError(f"Unknown output type {out_type!r}; use one of {', '.join(OUTPUT_TYPES)}.")
-    report = progress or (lambda fraction, message: None)
-    t = source.tensors
-
-    def shape(name: str) -> tuple[int, ...]:
-        if name not in t:
-            raise ModelFileError(source.path, f"has no weight for {name}")
-        return t[name].shape
-
+    check_out_type(out_type)
+    t, shape = source.tensors, shape_reader(source)
     d_model, n_mels, _ = shape("enc.conv.0.weight")
     n_enc = sum(1 for n in t if n.startswith("enc.blocks.") and n.endswith(".norm_attn.weight"))
     n_dec = sum(1 for n in t if n.startswith("dec.blocks.") and n.endswith(".norm_self.weight"))
@@ -136,24 +122,15 @@ def write_whisper_gguf(source: WhisperSource, out: Path, out_type: str = "q8_0",
         vocab=shape("dec.token_embd.weight")[0],
     )  # fmt: skip
     layout = tensor_layout(**hp)
-    for name, expected in layout:
-        if shape(name) != expected:
-            raise ModelFileError(source.path, f"weight {name} has shape {list(shape(name))}, expected {list(expected)}")
+    check_shapes(source, layout)
     variant = variant or infer_variant(d_model, n_enc, n_dec, n_mels, hp["vocab"])
 
-    metadata = _metadata(source, hp, variant, out_type, sum(int(np.prod(s)) for _, s in layout))
-    tensors = [
+    metadata = _metadata(source, hp, variant, out_type, parameter_count(layout))
+    frontend = [
         TensorOut("frontend.mel_filterbank", mel_filterbank(SAMPLE_RATE, N_FFT, n_mels), "F32"),
         TensorOut("frontend.window", hann_periodic(N_FFT), "F32"),
     ]
-    for i, (name, s) in enumerate(layout):
-        if i % 16 == 0:
-            report(0.1 + 0.7 * i / len(layout), f"Converting {name}")
-        tensors.append(TensorOut(name, t[name], tensor_type(name, s, out_type)))
-    report(0.8, f"Writing {out.name}")
-    write_gguf(out, "whisper", metadata, tensors)
-    report(1.0, f"Wrote {out}")
-    return out
+    return write_layout(out, "whisper", metadata, source, layout, tensor_type, out_type, progress, frontend)
 
 
 def _metadata(source: WhisperSource, hp: dict, variant: str, out_type: str, n_params: int) -> list[Meta]:
@@ -177,22 +154,9 @@ def _metadata(source: WhisperSource, hp: dict, variant: str, out_type: str, n_pa
     else:
         languages = ["en"]
 
-    m = [
-        Meta("general.name", "STRING", display_name(variant)),
-        Meta("general.basename", "STRING", "whisper"),
-        Meta("general.size_label", "STRING", size_label(n_params)),
-        Meta("general.author", "STRING", "OpenAI"),
-        Meta("general.organization", "STRING", "openai"),
-        Meta("general.license", "STRING", "apache-2.0"),
-        Meta("general.license.name", "STRING", "Apache License 2.0"),
-        Meta("general.license.link", "STRING", "https://www.apache.org/licenses/LICENSE-2.0"),
-        Meta("general.file_type", "UINT32", OUTPUT_TYPES[out_type]),
-        Meta("general.languages", "ARRAY[STRING]", languages),
-        Meta("stt.variant", "STRING", variant),
-        Meta("stt.capability.lang_detect", "BOOL", multilingual),
-        Meta("stt.capability.translate", "BOOL", multilingual),
-        Meta("stt.capability.timestamps", "BOOL", True),
-    ]
+    m = general_metadata(display_name(variant), "whisper", n_params, "OpenAI", "openai", "apache-2.0",
+                         "Apache License 2.0", "https://www.apache.org/licenses/LICENSE-2.0", out_type, languages,
+                         variant, lang_detect=multilingual, translate=multilingual, timestamps=True)
     if multilingual:
         m.append(Meta("stt.translation.target_languages", "ARRAY[STRING]", ["en"]))
     m += [
@@ -264,8 +228,5 @@ def _metadata(source: WhisperSource, hp: dict, variant: str, out_type: str, n_pa
         Meta("stt.frontend.chunk_length", "UINT32", CHUNK_SECONDS),
         Meta("stt.frontend.n_samples", "UINT32", n_samples),
         Meta("stt.frontend.nb_max_frames", "UINT32", n_samples // HOP_LENGTH),
-        Meta("tokenizer.ggml.tokens", "ARRAY[STRING]", vocab.tokens),
-        Meta("tokenizer.ggml.token_type", "ARRAY[INT32]", vocab.types),
-        Meta("tokenizer.ggml.merges", "ARRAY[STRING]", vocab.merges),
     ]
-    return m
+    return m + vocabulary_metadata(vocab)

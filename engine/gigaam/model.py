@@ -9,19 +9,18 @@ with a bias), then ``pred.*``/``joint.*`` or ``head.ctc.*``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from engine.conformer.attention import RotaryAttention
-from engine.conformer.block import ConformerBlock, conv_module, feed_forward
-from engine.conformer.heads import CtcHead, Emission, TransducerHead, load_ctc, load_transducer
+from engine.conformer.block import ConformerBlock, conformer_block, conv_module
+from engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
+from engine.conformer.model import ConformerModel
 from engine.conformer.subsampling import StridedConv1d
-from engine.conformer.weights import norm, require_shape
+from engine.conformer.weights import require_shape
 from engine.gguf.reader import ModelFile
 from engine.gigaam.config import MAX_SYMBOLS, GigaamConfig
-from engine.ops import Ops, Tensor
+from engine.ops import Ops
 
 
-class GigaamModel:
+class GigaamModel(ConformerModel):
     """Weights on a backend; ``encode`` maps log-mel [64, T] to encoder states [T/4, d]."""
 
     def __init__(self, model_file: ModelFile, ops: Ops, config: GigaamConfig):
@@ -41,21 +40,6 @@ class GigaamModel:
 
     def _block(self, model_file: ModelFile, prefix: str) -> ConformerBlock:
         ops, c = self.ops, self.config
-        return ConformerBlock(
-            ff1=feed_forward(model_file, ops, f"{prefix}.ff1", f"{prefix}.norm_ff1"),
-            attn_norm=norm(model_file, ops, f"{prefix}.norm_attn"),
-            attn=RotaryAttention(model_file, ops, f"{prefix}.attn", c.n_heads, c.rotary_base),
-            conv=conv_module(model_file, ops, f"{prefix}.conv", f"{prefix}.norm_conv", "layer_norm"),
-            ff2=feed_forward(model_file, ops, f"{prefix}.ff2", f"{prefix}.norm_ff2"),
-            out_norm=norm(model_file, ops, f"{prefix}.norm_out"),
-        )
-
-    def encode(self, mel: np.ndarray) -> Tensor:
-        """mel: float32 [n_mels, T] -> encoder states [T', d_model] on the backend (T' ≈ T/4)."""
-        x = self.subsampling(self.ops, mel)
-        for block in self.blocks:
-            x = block(self.ops, x)
-        return x
-
-    def decode(self, encoded: Tensor) -> list[Emission]:
-        return self.head.decode(self.ops, encoded)
+        attn = RotaryAttention(model_file, ops, f"{prefix}.attn", c.n_heads, c.rotary_base)
+        conv = conv_module(model_file, ops, f"{prefix}.conv", f"{prefix}.norm_conv", "layer_norm")
+        return conformer_block(model_file, ops, prefix, attn, conv)

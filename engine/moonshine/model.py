@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError, check_interrupt
-from engine.ops import Ops, Tensor, WeightSource
+from engine.layers import Attention, Linear, apply, attention, conv, linear, vector
+from engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
 STEM_KERNELS = (127, 7, 3)
@@ -110,20 +111,6 @@ class MoonshineConfig:
 
 
 @dataclass
-class Linear:
-    weight: Any  # backend weight [N, K]
-    bias: Tensor | None  # [N]; Moonshine's attention projections have none
-
-
-@dataclass
-class Attention:
-    q: Linear
-    k: Linear
-    v: Linear
-    out: Linear
-
-
-@dataclass
 class EncoderBlock:
     norm_attn: Tensor  # LayerNorm weights [d]; Moonshine's norms have no bias
     attn: Attention
@@ -171,67 +158,41 @@ class MoonshineModel:
     def __init__(self, model_file, ops: Ops):
         self.ops = ops
         self.config = c = MoonshineConfig.from_model_file(model_file)
-        self.stem = [self._conv(model_file, f"enc.conv.{i}", bias=i > 0) for i in range(3)]
-        self.stem_norm = tuple(self._vector(model_file, f"enc.conv.norm.{part}") for part in ("weight", "bias"))
+        self.stem = [conv(model_file, ops, f"enc.conv.{i}", bias=i > 0) for i in range(3)]
+        self.stem_norm = tuple(vector(model_file, ops, f"enc.conv.norm.{part}") for part in ("weight", "bias"))
         self.enc_blocks = [
             EncoderBlock(
-                norm_attn=self._vector(model_file, f"enc.blocks.{i}.norm_attn.weight"),
-                attn=self._attention(model_file, f"enc.blocks.{i}.attn"),
-                norm_ffn=self._vector(model_file, f"enc.blocks.{i}.norm_ffn.weight"),
-                fc1=self._linear(model_file, f"enc.blocks.{i}.ffn.fc1"),
-                fc2=self._linear(model_file, f"enc.blocks.{i}.ffn.fc2"),
+                norm_attn=vector(model_file, ops, f"enc.blocks.{i}.norm_attn.weight"),
+                attn=attention(model_file, ops, f"enc.blocks.{i}.attn"),
+                norm_ffn=vector(model_file, ops, f"enc.blocks.{i}.norm_ffn.weight"),
+                fc1=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc1"),
+                fc2=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc2"),
             )
             for i in range(c.n_encoder_layers)
         ]
-        self.enc_final_norm = self._vector(model_file, "enc.final_norm.weight")
+        self.enc_final_norm = vector(model_file, ops, "enc.final_norm.weight")
         # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
         self.dec_blocks = [
             DecoderBlock(
-                norm_self=self._vector(model_file, f"dec.blocks.{i}.norm_self.weight"),
-                self_attn=self._attention(model_file, f"dec.blocks.{i}.self_attn"),
-                norm_cross=self._vector(model_file, f"dec.blocks.{i}.norm_cross.weight"),
-                cross_attn=self._attention(model_file, f"dec.blocks.{i}.cross_attn"),
-                norm_ffn=self._vector(model_file, f"dec.blocks.{i}.norm_ffn.weight"),
-                fc1=self._linear(model_file, f"dec.blocks.{i}.ffn.fc1"),
-                fc2=self._linear(model_file, f"dec.blocks.{i}.ffn.fc2"),
+                norm_self=vector(model_file, ops, f"dec.blocks.{i}.norm_self.weight"),
+                self_attn=attention(model_file, ops, f"dec.blocks.{i}.self_attn"),
+                norm_cross=vector(model_file, ops, f"dec.blocks.{i}.norm_cross.weight"),
+                cross_attn=attention(model_file, ops, f"dec.blocks.{i}.cross_attn"),
+                norm_ffn=vector(model_file, ops, f"dec.blocks.{i}.norm_ffn.weight"),
+                fc1=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc1"),
+                fc2=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc2"),
             )
             for i in range(c.n_decoder_layers)
         ]
-        self.dec_final_norm = self._vector(model_file, "dec.final_norm.weight")
+        self.dec_final_norm = vector(model_file, ops, "dec.final_norm.weight")
 
     # ---- loading ----------------------------------------------------------------------------------
-
-    def _vector(self, model_file, name: str) -> Tensor:
-        return self.ops.tensor(model_file.array(name))
-
-    def _linear(self, model_file, prefix: str) -> Linear:
-        bias = f"{prefix}.bias"
-        return Linear(
-            weight=self.ops.weight(model_file.tensor(f"{prefix}.weight")),
-            bias=self._vector(model_file, bias) if model_file.has(bias) else None,
-        )
-
-    def _conv(self, model_file, prefix: str, bias: bool) -> Linear:
-        """A conv1d weight [C_out, C_in, k] flattened to [C_out, C_in*k], the column order of ``im2col``."""
-        source = model_file.tensor(f"{prefix}.weight")
-        if source.ggml_type not in ("F32", "F16"):
-            raise ModelFileError(model_file.path, f"tensor '{source.name}' is {source.ggml_type}; "
-                                 "convolution kernels must be F32 or F16")  # fmt: skip
-        c_out = source.shape[0]
-        flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
-                            np.asarray(source.data).reshape(c_out, -1))  # fmt: skip
-        return Linear(self.ops.weight(flat), self._vector(model_file, f"{prefix}.bias") if bias else None)
-
-    def _attention(self, model_file, prefix: str) -> Attention:
-        return Attention(*(self._linear(model_file, f"{prefix}.{part}") for part in ("q", "k", "v", "out")))
 
     # ---- building blocks ----------------------------------------------------------------------------
 
     def _apply(self, x: Tensor, linear: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
-        """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (the decoder's steps)."""
-        product = self.ops.gemv if x.shape[0] == 1 else self.ops.gemm
-        return product(x, linear.weight, linear.bias, act=act, residual=residual)
+        return apply(self.ops, x, linear, act, residual)
 
     def _norm(self, x: Tensor, weight: Tensor) -> Tensor:
         return self.ops.layer_norm(x, weight, None, LAYER_NORM_EPS)

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from engine.conformer.attention import RelPositionAttention
-from engine.conformer.block import ConformerBlock, conv_module, feed_forward
-from engine.conformer.heads import CtcHead, Emission, TransducerHead, load_ctc, load_transducer
+from engine.conformer.block import ConformerBlock, conformer_block, conv_module
+from engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
+from engine.conformer.model import ConformerModel
 from engine.conformer.subsampling import DepthwiseStridingConv2d
-from engine.conformer.weights import norm, require_shape
+from engine.conformer.weights import require_shape
 from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor
+from engine.ops import Ops
 from engine.parakeet.config import ParakeetConfig
 
 
-class ParakeetModel:
+class ParakeetModel(ConformerModel):
     """Weights on a backend; ``encode`` maps log-mel [n_mels, T] to encoder states [T/8, d]."""
 
     def __init__(self, model_file: ModelFile, ops: Ops, config: ParakeetConfig):
@@ -47,24 +46,9 @@ class ParakeetModel:
 
     def _block(self, model_file: ModelFile, prefix: str) -> ConformerBlock:
         ops, c = self.ops, self.config
-        return ConformerBlock(
-            ff1=feed_forward(model_file, ops, f"{prefix}.ff1", f"{prefix}.norm_ff1"),
-            attn_norm=norm(model_file, ops, f"{prefix}.norm_attn"),
-            attn=RelPositionAttention(model_file, ops, f"{prefix}.attn", c.n_heads, c.attention_window),
-            conv=conv_module(model_file, ops, f"{prefix}.conv", f"{prefix}.norm_conv", c.conv_norm, c.conv_pad_left),
-            ff2=feed_forward(model_file, ops, f"{prefix}.ff2", f"{prefix}.norm_ff2"),
-            out_norm=norm(model_file, ops, f"{prefix}.norm_out"),
-        )
-
-    def encode(self, mel: np.ndarray) -> Tensor:
-        """mel: float32 [n_mels, T] -> encoder states [ceil(T/8), d_model] on the backend."""
-        x = self.subsampling(self.ops, mel)
-        for block in self.blocks:
-            x = block(self.ops, x)
-        return x
-
-    def decode(self, encoded: Tensor) -> list[Emission]:
-        return self.head.decode(self.ops, encoded)
+        attn = RelPositionAttention(model_file, ops, f"{prefix}.attn", c.n_heads, c.attention_window)
+        conv = conv_module(model_file, ops, f"{prefix}.conv", f"{prefix}.norm_conv", c.conv_norm, c.conv_pad_left)
+        return conformer_block(model_file, ops, prefix, attn, conv)
 
 
 def _subsampled(n: int, times: int = 3) -> int:

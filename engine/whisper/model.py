@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError
-from engine.ops import Ops, Tensor, WeightSource
+from engine.layers import Attention, Linear, Norm, apply, attention, conv, linear, norm
+from engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
 CONV_KERNEL = 3
@@ -85,26 +86,6 @@ class WhisperConfig:
 
 
 @dataclass
-class Linear:
-    weight: Any  # backend weight [N, K]
-    bias: Tensor | None  # [N]; Whisper's attention key projections have none
-
-
-@dataclass
-class Norm:
-    weight: Tensor  # [D]
-    bias: Tensor  # [D]
-
-
-@dataclass
-class Attention:
-    q: Linear
-    k: Linear
-    v: Linear
-    out: Linear
-
-
-@dataclass
 class EncoderBlock:
     norm_attn: Norm
     attn: Attention
@@ -149,36 +130,36 @@ class WhisperModel:
         self.ops = ops
         self.config = WhisperConfig.from_model_file(model_file)
         c = self.config
-        self.conv0 = self._conv(model_file, "enc.conv.0")
-        self.conv1 = self._conv(model_file, "enc.conv.1")
+        self.conv0 = conv(model_file, ops, "enc.conv.0")
+        self.conv1 = conv(model_file, ops, "enc.conv.1")
         self.enc_positions = ops.tensor(model_file.array("enc.pos_emb.weight"))  # [n_audio_ctx, d]
         self.enc_blocks = [
             EncoderBlock(
-                norm_attn=self._norm(model_file, f"enc.blocks.{i}.norm_attn"),
-                attn=self._attention(model_file, f"enc.blocks.{i}.attn"),
-                norm_ffn=self._norm(model_file, f"enc.blocks.{i}.norm_ffn"),
-                fc1=self._linear(model_file, f"enc.blocks.{i}.ffn.fc1"),
-                fc2=self._linear(model_file, f"enc.blocks.{i}.ffn.fc2"),
+                norm_attn=norm(model_file, ops, f"enc.blocks.{i}.norm_attn"),
+                attn=attention(model_file, ops, f"enc.blocks.{i}.attn"),
+                norm_ffn=norm(model_file, ops, f"enc.blocks.{i}.norm_ffn"),
+                fc1=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc1"),
+                fc2=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc2"),
             )
             for i in range(c.n_audio_layer)
         ]
-        self.enc_final_norm = self._norm(model_file, "enc.final_norm")
+        self.enc_final_norm = norm(model_file, ops, "enc.final_norm")
         # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
         self.dec_positions = ops.tensor(model_file.array("dec.pos_emb.weight"))  # [n_text_ctx, d]
         self.dec_blocks = [
             DecoderBlock(
-                norm_self=self._norm(model_file, f"dec.blocks.{i}.norm_self"),
-                self_attn=self._attention(model_file, f"dec.blocks.{i}.self_attn"),
-                norm_cross=self._norm(model_file, f"dec.blocks.{i}.norm_cross"),
-                cross_attn=self._attention(model_file, f"dec.blocks.{i}.cross_attn"),
-                norm_ffn=self._norm(model_file, f"dec.blocks.{i}.norm_ffn"),
-                fc1=self._linear(model_file, f"dec.blocks.{i}.ffn.fc1"),
-                fc2=self._linear(model_file, f"dec.blocks.{i}.ffn.fc2"),
+                norm_self=norm(model_file, ops, f"dec.blocks.{i}.norm_self"),
+                self_attn=attention(model_file, ops, f"dec.blocks.{i}.self_attn"),
+                norm_cross=norm(model_file, ops, f"dec.blocks.{i}.norm_cross"),
+                cross_attn=attention(model_file, ops, f"dec.blocks.{i}.cross_attn"),
+                norm_ffn=norm(model_file, ops, f"dec.blocks.{i}.norm_ffn"),
+                fc1=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc1"),
+                fc2=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc2"),
             )
             for i in range(c.n_text_layer)
         ]
-        self.dec_final_norm = self._norm(model_file, "dec.final_norm")
+        self.dec_final_norm = norm(model_file, ops, "dec.final_norm")
         # Per-layer KV cache sets of encoder outputs and decoder sessions that were dropped, handed out
         # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
         self._spare_cross_caches: list[list[Any]] = []
@@ -186,37 +167,10 @@ class WhisperModel:
 
     # ---- loading ----------------------------------------------------------------------------------
 
-    def _linear(self, model_file, prefix: str) -> Linear:
-        bias = f"{prefix}.bias"
-        return Linear(
-            weight=self.ops.weight(model_file.tensor(f"{prefix}.weight")),
-            bias=self.ops.tensor(model_file.array(bias)) if model_file.has(bias) else None,
-        )
-
-    def _conv(self, model_file, prefix: str) -> Linear:
-        """A conv1d weight [C_out, C_in, k] flattened to [C_out, C_in*k], the column order of ``im2col``."""
-        source = model_file.tensor(f"{prefix}.weight")
-        if source.ggml_type not in ("F32", "F16"):
-            raise ModelFileError(model_file.path, f"tensor '{source.name}' is {source.ggml_type}; "
-                                 "convolution kernels must be F32 or F16")
-        c_out = source.shape[0]
-        flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
-                            np.asarray(source.data).reshape(c_out, -1))
-        return Linear(self.ops.weight(flat), self.ops.tensor(model_file.array(f"{prefix}.bias")))
-
-    def _norm(self, model_file, prefix: str) -> Norm:
-        return Norm(self.ops.tensor(model_file.array(f"{prefix}.weight")),
-                    self.ops.tensor(model_file.array(f"{prefix}.bias")))
-
-    def _attention(self, model_file, prefix: str) -> Attention:
-        return Attention(*(self._linear(model_file, f"{prefix}.{part}") for part in ("q", "k", "v", "out")))
-
     # ---- building blocks ----------------------------------------------------------------------------
 
     def _apply(self, x: Tensor, linear: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
-        """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (the decoder's steps)."""
-        product = self.ops.gemv if x.shape[0] == 1 else self.ops.gemm
-        return product(x, linear.weight, linear.bias, act=act, residual=residual)
+        return apply(self.ops, x, linear, act, residual)
 
     def _layer_norm(self, x: Tensor, norm: Norm) -> Tensor:
         return self.ops.layer_norm(x, norm.weight, norm.bias, LAYER_NORM_EPS)

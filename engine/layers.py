@@ -1,0 +1,81 @@
+"""Weights that the model families share, loaded from a GGUF file onto a backend (``engine.ops.Ops``).
+
+Whisper and Moonshine name their tensors the same way (``{prefix}.weight``, ``{prefix}.bias``, attention
+projections ``q``, ``k``, ``v``, ``out``), so one set of loaders serves both; the Conformer families use
+the containers and the small-tensor loaders (``engine.conformer.weights``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ModelFileError
+from engine.ops import Ops, Tensor, WeightSource
+
+
+@dataclass
+class Linear:
+    """``y = x·Wᵀ + b``: weight [N, K] on the backend, bias [N] or None (e.g. Whisper's key projections)."""
+
+    weight: Any
+    bias: Tensor | None
+
+
+@dataclass
+class Norm:
+    """LayerNorm affine parameters [D]."""
+
+    weight: Tensor
+    bias: Tensor | None
+
+
+@dataclass
+class Attention:
+    q: Linear
+    k: Linear
+    v: Linear
+    out: Linear
+
+
+def vector(model_file, ops: Ops, name: str) -> Tensor:
+    """A small F32 tensor (norm, bias) uploaded as is."""
+    return ops.tensor(model_file.array(name))
+
+
+def optional_vector(model_file, ops: Ops, name: str) -> Tensor | None:
+    return vector(model_file, ops, name) if model_file.has(name) else None
+
+
+def linear(model_file, ops: Ops, prefix: str) -> Linear:
+    """``prefix.weight`` [N, K] in its file type and ``prefix.bias`` when the file has it."""
+    return Linear(ops.weight(model_file.tensor(f"{prefix}.weight")), optional_vector(model_file, ops, f"{prefix}.bias"))
+
+
+def norm(model_file, ops: Ops, prefix: str) -> Norm:
+    return Norm(vector(model_file, ops, f"{prefix}.weight"), vector(model_file, ops, f"{prefix}.bias"))
+
+
+def attention(model_file, ops: Ops, prefix: str) -> Attention:
+    """The four projections ``prefix.{q,k,v,out}``."""
+    return Attention(*(linear(model_file, ops, f"{prefix}.{part}") for part in ("q", "k", "v", "out")))
+
+
+def conv(model_file, ops: Ops, prefix: str, bias: bool = True) -> Linear:
+    """A conv1d weight [C_out, C_in, k] flattened to [C_out, C_in*k], the column order of ``im2col``."""
+    source = model_file.tensor(f"{prefix}.weight")
+    if source.ggml_type not in ("F32", "F16"):
+        raise ModelFileError(model_file.path, f"tensor '{source.name}' is {source.ggml_type}; "
+                             "convolution kernels must be F32 or F16")  # fmt: skip
+    c_out = source.shape[0]
+    flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
+                        np.asarray(source.data).reshape(c_out, -1))  # fmt: skip
+    return Linear(ops.weight(flat), vector(model_file, ops, f"{prefix}.bias") if bias else None)
+
+
+def apply(ops: Ops, x: Tensor, layer: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
+    """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (a decoder's steps)."""
+    product = ops.gemv if x.shape[0] == 1 else ops.gemm
+    return product(x, layer.weight, layer.bias, act=act, residual=residual)
