@@ -122,6 +122,7 @@ class Coordinator(QObject):
         self.client.cancelled.connect(lambda job_id: self._on_failed(job_id, "Cancelled."))
         self.client.preview.connect(self._on_preview)
         self.client.speech_ended.connect(self._on_speech_ended)
+        self.client.warning.connect(self._on_engine_warning)
         self.hotkeys.pressed.connect(self._on_hotkey_pressed)
         self.hotkeys.released.connect(self._on_hotkey_released)
         self.delivery.done.connect(self._on_delivered)
@@ -458,6 +459,11 @@ class Coordinator(QObject):
     def _show_message(self, message: str, kind: str) -> None:
         if self.settings.overlay:
             self.overlay.show_message(message, kind)
+
+    def _on_engine_warning(self, message: str) -> None:
+        """The engine hit a problem it worked around (the GPU failed: it moved to the CPU)."""
+        self.tray.notify("Sayso", message)
+        self.dictation_page.notice.show_text(message)
 
     def _show_problem(self, message: str) -> None:
         """An error the user must see even without the overlay: overlay, tray notification, page notice."""

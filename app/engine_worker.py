@@ -15,6 +15,10 @@ its own thread as the words come, and the worker emits ``preview`` (the overlay'
 its text changes, and ``speech_ended`` once the speaker has paused (hands-free dictation). At the end
 of the take the dictation job (``submit_pcm(..., take=id)``) finishes that session instead of starting
 over: its transcript equals transcribing the recording, and most of it is done by then.
+
+When the GPU fails (no adapter, a lost device, out of memory: ``GpuError``), the worker says so
+(``warning``), reloads the model on the CPU backend for the rest of the session and runs the same job
+again there, so the recording the user made is still transcribed.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from engine.errors import SaysoError
+from engine.errors import GpuError, SaysoError
 from engine.vad import PAUSE_SECONDS
 
 log = logging.getLogger(__name__)
@@ -115,6 +119,7 @@ class EngineWorker(QObject):
     cancelled = Signal(int)
     preview = Signal(str)  # text of the take so far
     speech_ended = Signal(int)  # take id: the speaker paused after speaking (hands-free dictation stops)
+    warning = Signal(str)  # something went wrong but the work goes on (the GPU failed: now on the CPU)
 
     def __init__(self, jobs: JobQueue, factory: EngineFactory):
         super().__init__()
@@ -146,7 +151,7 @@ class EngineWorker(QObject):
         try:
             path = _resolve_model(model, self._on_model_progress)
             self.loading.emit(f"Loading {path.stem}…")
-            self._engine = self._factory(path, device)
+            self._engine = self._open(path)
             self._engine_path = path
         except SaysoError as error:
             self._fail_load(str(error))
@@ -156,6 +161,25 @@ class EngineWorker(QObject):
         else:
             self.loaded.emit(self._engine.model_name, self._engine.describe())
         self._drain()
+
+    def _open(self, path: Path):
+        """An engine for ``path`` on the session's device, or on the CPU if the GPU fails to load it."""
+        try:
+            return self._factory(path, self._device)
+        except GpuError as error:
+            if not self._leave_gpu(error):
+                raise
+            return self._factory(path, self._device)
+
+    def _leave_gpu(self, error: GpuError) -> bool:
+        """Switch the session to the CPU backend after a GPU failure, saying so; False if already there."""
+        if self._device == "cpu":
+            return False
+        message = f"{error} Sayso now transcribes on the CPU until it restarts."
+        log.warning("engine: %s", message)
+        self.warning.emit(message)
+        self._device = "cpu"
+        return True
 
     def _fail_load(self, message: str) -> None:
         self._engine, self._engine_path, self._load_error = None, None, message
@@ -176,8 +200,24 @@ class EngineWorker(QObject):
             if self._other is not None:
                 self._other[1].close()
                 self._other = None
-            self._other = (path, self._factory(path, self._device))
+            self._other = (path, self._open(path))
         return self._other[1]
+
+    def _retry_on_cpu(self, job: Job) -> None:
+        """The session's model again on the CPU backend after the GPU failed in the middle of ``job``,
+        then ``job`` again on it: the recording the user made is still transcribed."""
+        path = self._engine_path
+        self._drop_take()
+        self._close_engines()
+        try:
+            self._engine, self._engine_path = self._factory(path, self._device), path
+        except Exception as error:  # noqa: BLE001 - whatever it is, the job fails with it and the thread lives
+            log.exception("engine: reloading on the CPU failed")
+            self._fail_load(f"The model could not be loaded on the CPU either: {error}")
+            self.failed.emit(job.id, self._load_error)
+            return
+        self.loaded.emit(self._engine.model_name, self._engine.describe())
+        self._run(job)
 
     def _close_engines(self) -> None:
         for engine in (self._engine, self._other[1] if self._other else None):
@@ -232,6 +272,8 @@ class EngineWorker(QObject):
         except Exception as error:
             if job.cancel.is_set():
                 self.cancelled.emit(job.id)
+            elif isinstance(error, GpuError) and self._engine_path is not None and self._leave_gpu(error):
+                self._retry_on_cpu(job)
             elif isinstance(error, SaysoError):
                 self.failed.emit(job.id, str(error))
             else:
@@ -324,6 +366,7 @@ class EngineClient(QObject):
     cancelled = Signal(int)
     preview = Signal(str)
     speech_ended = Signal(int)
+    warning = Signal(str)
 
     _load = Signal(str, str)
     _wake = Signal()
@@ -354,7 +397,7 @@ class EngineClient(QObject):
         self._shutdown.connect(self._worker.shutdown)
         self._worker.loaded.connect(self._on_loaded)
         self._worker.load_failed.connect(self._on_load_failed)
-        for name in ("loading", "started", "progress", "preview", "speech_ended"):
+        for name in ("loading", "started", "progress", "preview", "speech_ended", "warning"):
             getattr(self._worker, name).connect(getattr(self, name))
         for name in ("finished", "failed", "cancelled"):
             getattr(self._worker, name).connect(self._forget_job)

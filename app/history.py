@@ -1,12 +1,17 @@
 """Every dictation, kept in SQLite (WAL mode) with its audio in ``recordings/`` next to the database.
 
-The audio and the row are written *before* transcription starts, so a crash, a failed model or a
-closed laptop never loses what the user said: such rows are marked failed on the next start and can
-be transcribed again from the History page.
+The audio and the row are written *before* transcription starts, and flushed to the disk, so a crash, a
+killed process, a failed model or a power cut never loses what the user said: such rows are marked as
+interrupted on the next start (``interrupted``) and the History page offers to transcribe them.
+
+What people say is private: the folder and the recordings folder are the user's alone (0700), and so
+are the database and every recording (0600), whatever the process's umask.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -51,9 +56,15 @@ class History:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.recordings = self.folder / "recordings"
-        self.recordings.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.folder / "history.sqlite3")
+        for path in (self.folder, self.recordings):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.chmod(0o700)  # also when an older version or another tool made it readable by others
+        database = self.folder / "history.sqlite3"
+        database.touch(mode=0o600)  # before SQLite creates it: its -wal and -shm files take the same mode
+        database.chmod(0o600)
+        self._db = sqlite3.connect(database)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # a committed row is on the disk, not only in a buffer
         self._db.executescript(_SCHEMA)
         with self._db:
             self._db.execute(
@@ -64,11 +75,13 @@ class History:
         """Save the recording as a wav file, then its row (status 'transcribing'); returns the row."""
         now = time.time()
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
-        path = self.recordings / f"{stamp}.wav"
-        suffix = 1
-        while path.exists():  # two takes in one millisecond (a test, a script): never overwrite one
-            path, suffix = self.recordings / f"{stamp}-{suffix}.wav", suffix + 1
-        save_wav(path, pcm16k)
+        path = self._new_recording(stamp)
+        try:
+            save_wav(path, pcm16k)
+            _flush(path)  # on the disk before the row that points to it
+        except Exception:
+            path.unlink(missing_ok=True)
+            raise
         try:
             with self._db:
                 cursor = self._db.execute(
@@ -79,6 +92,26 @@ class History:
             path.unlink(missing_ok=True)
             raise
         return self.get(cursor.lastrowid)
+
+    def _new_recording(self, stamp: str) -> Path:
+        """A new, empty, private wav file named after ``stamp``; a suffix when two takes share a
+        millisecond (a test, a script): a recording is never overwritten."""
+        for suffix in itertools.count():
+            path = self.recordings / (f"{stamp}-{suffix}.wav" if suffix else f"{stamp}.wav")
+            try:
+                path.touch(mode=0o600, exist_ok=False)
+            except FileExistsError:
+                continue
+            return path
+
+    def interrupted(self) -> list[Entry]:
+        """Dictations that Sayso stopped before transcribing (it quit, crashed or was killed), oldest
+        first: their recordings are kept, so they can be transcribed now."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM dictations WHERE status='failed' AND error=? ORDER BY created, id",
+            (_INTERRUPTED,),
+        )
+        return [_entry(row) for row in rows]
 
     def finish(self, entry_id: int, text: str, model: str) -> None:
         with self._db:
@@ -119,6 +152,16 @@ class History:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _flush(path: Path) -> None:
+    """Write ``path`` and its folder's entry for it to the disk (``fsync``): a power cut keeps them."""
+    for target in (path, path.parent):
+        fd = os.open(target, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _entry(row) -> Entry:

@@ -1,4 +1,7 @@
-"""The History page: search past dictations, copy them, transcribe one again with another model, delete."""
+"""The History page: search past dictations, copy them, transcribe one again with another model, delete.
+
+Dictations that Sayso stopped before transcribing (it quit, crashed or was killed) are offered at the
+top: one button transcribes them all from their kept recordings."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from app.history import Entry, History
 from app.settings import Settings
 from app.settings_view import available_models
 from app.style import COLORS
-from app.widgets import Card, ElidedLabel, PageHeader, format_duration, label
+from app.widgets import Card, ElidedLabel, NoticeBar, PageHeader, format_duration, label
 
 
 def when(created: float, now: float | None = None) -> str:
@@ -81,6 +84,13 @@ class HistoryPage(QWidget):
         column.setContentsMargins(28, 24, 28, 24)
         column.setSpacing(16)
         column.addWidget(PageHeader("History", "Every dictation with its recording, kept on this computer."))
+        self.interrupted = NoticeBar()
+        self.finish_button = QPushButton(assets.icon("redo", COLORS["muted"], 16), "Transcribe now")
+        self.finish_button.clicked.connect(self.transcribe_interrupted)
+        self.interrupted.layout().insertWidget(2, self.finish_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.interrupted.closed.connect(lambda: setattr(self, "_interrupted_dismissed", True))
+        self._interrupted_dismissed = False
+        column.addWidget(self.interrupted)
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search your dictations")
         self.search.addAction(assets.icon("search", COLORS["faint"], 16), QLineEdit.ActionPosition.LeadingPosition)
@@ -190,6 +200,15 @@ class HistoryPage(QWidget):
             else "Everything you dictate is kept here with its recording."
         )
         self._show_selected()
+        self._offer_interrupted()
+
+    def _offer_interrupted(self) -> None:
+        count = len(self._history.interrupted())
+        if not count or self._interrupted_dismissed:
+            self.interrupted.hide()
+            return
+        dictations = "1 dictation was" if count == 1 else f"{count} dictations were"
+        self.interrupted.show_text(f"{dictations} interrupted when Sayso stopped. The recordings are kept.")
 
     def refresh_models(self) -> None:
         self.model.clear()
@@ -238,6 +257,17 @@ class HistoryPage(QWidget):
         entry = self._history.get(self.selected_id()) if self.selected_id() is not None else None
         if entry is None:
             return None
+        job_id = self._retranscribe(entry, model)
+        self.refresh(select=entry.id)
+        return job_id
+
+    def transcribe_interrupted(self) -> list[int]:
+        """Transcribe every interrupted dictation with the session's model; returns the job ids."""
+        jobs = [self._retranscribe(entry) for entry in self._history.interrupted()]
+        self.refresh()
+        return jobs
+
+    def _retranscribe(self, entry: Entry, model: str | None = None) -> int:
         settings = self._settings()
         chosen = settings.model if model is None else model
         job_id = self._client.submit_file(
@@ -249,7 +279,6 @@ class HistoryPage(QWidget):
         )
         self._reruns[job_id] = entry.id
         self._history.retry(entry.id)
-        self.refresh(select=entry.id)
         return job_id
 
     def _on_finished(self, job_id: int, transcript) -> None:

@@ -94,6 +94,8 @@ def _existing_file(path) -> str:
         raise AudioError(path, "no such file", _MISSING_HINT)
     if not p.is_file():
         raise AudioError(path, "is a folder, not a file", _MISSING_HINT)
+    if p.stat().st_size == 0:  # FFmpeg would only say it can't read it
+        raise AudioError(path, "is empty (0 bytes)", "Record or export it again.")
     return str(p)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from engine import audio, families, models
 from engine.backend import DeviceChoice, make_ops
 from engine.vad import PAUSE_SECONDS, SileroModel, Vad
-from engine.errors import SaysoError
+from engine.errors import AudioError, SaysoError
 from engine.gguf.reader import ModelFile
 from engine.segmenter import SAMPLE_RATE, pieces
 from engine.transcript import Segment, Transcript
@@ -85,7 +85,10 @@ class Engine:
                         prompt: str | None = None, progress: Progress | None = None,
                         cancel: threading.Event | None = None) -> Transcript:
         """Transcribe an audio or video file, decoding it as a stream so long files stay in bounded memory."""
-        total = audio.duration(path)
+        try:
+            total = audio.duration(path)
+        except AudioError:  # no length in its header: progress waits for the end, and a file that isn't
+            total = 0.0  # audio at all fails in the decoding, which says so better than "no length" would
         return self._run(audio.stream_audio(path), total, language, task, prompt, progress, cancel)
 
     def stream(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None,

@@ -12,8 +12,9 @@ Three sources of broken files, all through ``ModelFile`` as the app opens a mode
 
 For every example: only ModelFileError comes out (anything else fails the test), no example runs past
 ``DEADLINE_S`` (a timer interrupts it), and the peak of memory allocated while opening it (tracemalloc) stays
-below the file's size plus ``SLACK``: a lying count never makes the reader allocate for items that aren't
-there. When a file opens, every metadata value, tensor and (small) dequantized array is read too.
+below the file's size plus ``SLACK`` (20 MiB): a lying count or length never makes the reader allocate for
+items that aren't there, nor more than the file justifies for items that are. When a file opens, every
+metadata value, tensor and (small) dequantized array is read too.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from hypothesis import strategies as st
 
 from conftest import REFERENCE_GGUF
 from engine.errors import ModelFileError
+from engine.gguf.header import HEADER_SLACK
 from engine.gguf.reader import ModelFile
 
 DEADLINE_S = 10.0  # per example; the reference file takes about 1 s to open under tracemalloc
-SLACK = 16 * 2**20  # bytes of allocation allowed beyond the file's size (interpreter and numpy overheads)
+SLACK = HEADER_SLACK + 4 * 2**20  # allowed beyond the file's size: what the reader promises, plus the interpreter's own
 FUZZ = settings(
     deadline=None,  # the timer below is the deadline: hypothesis's own would only flag slowness afterwards
     database=None,  # nothing written into the checkout
@@ -176,13 +178,20 @@ def header_fields(data: bytes) -> dict[str, list[tuple[int, str]]]:
     return fields
 
 
+class Reference(tuple):
+    """(private copy that examples patch and restore, the original bytes, the header's fields); its
+    repr is short, since hypothesis prints a failing example's arguments."""
+
+    def __repr__(self) -> str:
+        return f"Reference({self[0]})"
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """A private copy of the reference file that examples patch and restore, its bytes and its fields."""
     work = tmp_path_factory.mktemp("fuzz") / "model.gguf"
     shutil.copyfile(REFERENCE_GGUF, work)
     data = REFERENCE_GGUF.read_bytes()
-    return work, data, header_fields(data)
+    return Reference((work, data, header_fields(data)))
 
 
 @contextlib.contextmanager
@@ -204,7 +213,7 @@ def test_reference_file_opens_within_the_bounds(reference, traced):
     assert outcomes("reference file").opened == 1
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=30)
 @given(cut=st.one_of(st.integers(0, 64), st.integers(0, 1_813_200), st.integers(0, 44_835_391)))
 def test_reference_cut_at_any_length(reference, traced, cut):
     work, data, _ = reference
@@ -219,7 +228,7 @@ def test_reference_cut_at_any_length(reference, traced, cut):
     assert outcomes("cut reference").opened == 0  # every byte of the reference is needed
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=40)
 @given(st.data())
 def test_reference_with_a_lying_header_field(reference, traced, data):
     work, original, fields = reference
@@ -244,7 +253,7 @@ def test_reference_with_a_lying_header_field(reference, traced, data):
         open_and_check(work, outcomes(f"reference with a lying field ({kind})"))
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=30)
 @given(st.data())
 def test_reference_with_overwritten_header_bytes(reference, traced, data):
     work, original, fields = reference
@@ -256,6 +265,12 @@ def test_reference_with_overwritten_header_bytes(reference, traced, data):
 
 
 # ---- headers from scratch -----------------------------------------------------------------------
+
+
+def honest(truth, lies: list) -> st.SearchStrategy:
+    """``truth`` four times in five, else one of ``lies``: each field of a built header lies now and then,
+    so that most headers get far enough for their later fields to be read."""
+    return st.sampled_from([truth] * 4 * len(lies) + lies)
 
 
 def gguf_string(text: bytes, lie: int = 0) -> bytes:
@@ -283,10 +298,10 @@ def value(draw, code: int, depth: int = 0) -> bytes:
         return draw(scalar(code))
     if code == STRING:
         text = draw(st.binary(max_size=12) | st.text(max_size=8).map(str.encode))
-        return gguf_string(text, draw(st.sampled_from([0, 0, 0, 1, -1, 2**40])))
+        return gguf_string(text, draw(honest(0, [1, -1, 2**40])))
     item = draw(st.sampled_from([*SCALARS, STRING, STRING, ARRAY if depth == 0 else STRING, 13, 2**31]))
     items = [draw(value(item, depth + 1)) for _ in range(draw(st.integers(0, 4)))] if item in SCALARS or item in (STRING, ARRAY) else []
-    count = len(items) + draw(st.sampled_from([0, 0, 0, 1, 2**20, 2**60]))
+    count = len(items) + draw(honest(0, [1, 2**20, 2**60]))
     return struct.pack("<IQ", item, count % 2**64) + b"".join(items)
 
 
@@ -295,8 +310,8 @@ def entry(draw) -> bytes:
     """A metadata entry whose value is written as one type and declared as (usually) the same one."""
     key = draw(st.sampled_from(KEYS) | st.text(max_size=10)).encode()
     written = draw(st.sampled_from([*SCALARS, STRING, ARRAY]))
-    declared = draw(st.sampled_from([written, written, written, *SCALARS, STRING, ARRAY, 13, 2**32 - 1]))
-    return gguf_string(key, draw(st.sampled_from([0, 0, 0, 0, 1, -1, 2**63]))) + struct.pack("<I", declared) + draw(value(written))
+    declared = draw(honest(written, [*SCALARS, STRING, ARRAY, 13, 2**32 - 1]))
+    return gguf_string(key, draw(honest(0, [1, -1, 2**63]))) + struct.pack("<I", declared) + draw(value(written))
 
 
 @st.composite
@@ -307,17 +322,17 @@ def tensor(draw) -> tuple[bytes, int]:
     ne = [draw(st.sampled_from([1, 2, 32, 64, 33, 0, 2**31, 2**63])) for _ in range(min(n_dims, 5))]
     ggml = draw(st.sampled_from([*GGML_TYPES, *GGML_TYPES, 2, 30, 2**31]))
     offset = draw(st.sampled_from([0, 32, 64, 96, 4, 2**40]))
-    need = int(np.prod([min(n, 256) for n in ne] or [0]) * GGML_TYPES.get(ggml, 1))
+    need = min(int(np.prod(ne or [0], dtype=object) * GGML_TYPES.get(ggml, 1)), 1 << 16)  # data written for it
     return gguf_string(name) + struct.pack(f"<I{len(ne)}Q", n_dims, *ne) + struct.pack("<IQ", ggml, offset), need
 
 
 @st.composite
 def gguf_file(draw) -> bytes:
-    version = draw(st.sampled_from([3, 3, 3, 2, 1, 4, 0x03000000]))
+    version = draw(honest(3, [2, 1, 4, 0x03000000]))
     entries = draw(st.lists(entry(), max_size=5))
     tensors = draw(st.lists(tensor(), max_size=3))
-    n_kv = len(entries) + draw(st.sampled_from([0, 0, 0, 1, -1, 2**32, 2**63]))
-    n_tensors = len(tensors) + draw(st.sampled_from([0, 0, 0, 1, -1, 2**40]))
+    n_kv = len(entries) + draw(honest(0, [1, -1, 2**32, 2**63]))
+    n_tensors = len(tensors) + draw(honest(0, [1, -1, 2**40]))
     header = b"GGUF" + struct.pack("<IQQ", version, n_tensors % 2**64, n_kv % 2**64)
     header += b"".join(entries) + b"".join(info for info, _ in tensors)
     padding = draw(st.sampled_from([-len(header) % 32, 0, 1, 31]))
@@ -327,7 +342,7 @@ def gguf_file(draw) -> bytes:
     return header + b"\0" * padding + noise
 
 
-@settings(FUZZ, max_examples=500)
+@settings(FUZZ, max_examples=300)
 @given(blob=gguf_file())
 def test_headers_from_scratch(tmp_path_factory, traced, blob):
     path = tmp_path_factory.getbasetemp() / "scratch.gguf"

@@ -4,8 +4,9 @@
 download) makes it loop over billions of empty reads or fail deep inside numpy. It is also slow and
 greedy on a real vocabulary (8 s and 170 MB of small numpy views for Whisper tiny's 45 MB file). So
 this walk is the only reader of the header: it checks each count before using it, refuses a bad file
-with one sentence that says where it is wrong, and builds the metadata values as it goes. The memory
-the values will take as Python objects is bounded before any of them is built (``METADATA_SLACK``).
+with one sentence that says where it is wrong, and builds the metadata values as it goes, costing each
+string and array before building it so that a header never takes more memory than the file can justify
+(its size plus ``HEADER_SLACK``).
 
 GGUF v2/v3, little-endian (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md):
 ``"GGUF" u32 version, u64 n_tensors, u64 n_kv``, then n_kv ``(string key, u32 type, value)``,
@@ -50,12 +51,17 @@ _SCALAR_FORMATS = {  # struct format of each scalar type (little-endian)
 }
 _SCALAR_SIZES = {vtype: struct.calcsize(fmt) for vtype, fmt in _SCALAR_FORMATS.items()}
 
-METADATA_SLACK = 32 * 2**20
-"""Metadata values may take as much memory as Python objects as the file's size plus this. A real
-model's header (its vocabulary) is a few MB beside hundreds of MB of weights; a file whose header is
-millions of one-byte items would otherwise cost 8 to 40 times its size once they are objects."""
+HEADER_SLACK = 16 * 2**20
+"""What the walk builds (keys, values, names) may take as much memory as the file's size plus this. A
+real model's header (its vocabulary, 14 MB by this count for Whisper's) is small beside its weights; a
+file whose header is millions of one-byte items would otherwise cost 8 to 40 times its size in Python
+objects, and a lying string length as much as the rest of the file, several times over."""
+_U64 = struct.Struct("<Q")
 _NUMBER_COST = 8 + 32  # a list slot and an int or float object, at most
-_STRING_COST = 8 + 80  # a list slot and an empty str object, at most; plus 4 bytes per UTF-8 byte
+_STRING_COST = 8 + 80  # a list slot and an empty str object, at most ...
+_STRING_BYTE_COST = 5  # ... plus per byte of UTF-8: up to 4 in the str, 1 in a transient copy
+_ENTRY_COST = 200  # a metadata entry in two dicts, with its type's name
+_TENSOR_COST = 1000  # a TensorInfo with its shape, and its places in the lists and dicts that index it
 
 _MIN_KV_BYTES = 8 + 4 + 1  # empty key, type, the smallest value
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # empty name, n_dims 0, type, offset
@@ -89,14 +95,26 @@ class Header:
 
 
 class _Cursor:
-    """Reads little-endian values from ``buf`` (an mmap or bytes), refusing to read past its end."""
+    """Reads little-endian values from ``buf`` (an mmap or bytes), refusing to read past its end, and
+    counts the memory of what it builds, refusing to build past ``limit`` bytes. A string or an array
+    is costed before it is built, so a file can't make the walk allocate more than it pays for."""
 
-    def __init__(self, buf: bytes | mmap.mmap):
+    def __init__(self, buf: bytes | mmap.mmap, limit: int):
         self.buf = buf
         self.pos = 0
+        self.limit = limit
+        self.spent = 0
 
     def left(self) -> int:
         return len(self.buf) - self.pos
+
+    def spend(self, nbytes: int, what: str) -> None:
+        self.spent += nbytes
+        if self.spent > self.limit:
+            raise HeaderError(
+                f"{what} would bring the memory its header takes to over {self.spent // 2**20} MB, more than "
+                f"a file of {self.limit - HEADER_SLACK} bytes can justify (corrupt header)"
+            )
 
     def skip(self, n: int, what: str) -> None:
         if n > self.left():
@@ -106,11 +124,6 @@ class _Cursor:
             )
         self.pos += n
 
-    def take(self, n: int, what: str) -> bytes:
-        start = self.pos
-        self.skip(n, what)
-        return self.buf[start : self.pos]
-
     def unpack(self, fmt: str, what: str):
         start = self.pos
         self.skip(struct.calcsize(fmt), what)
@@ -119,11 +132,45 @@ class _Cursor:
     def string(self, what: str) -> str:
         start = self.pos
         n = self.unpack("Q", f"length of {what}")
-        raw = self.take(n, f"{what} ({n} bytes claimed)")
+        self.skip(n, f"{what} ({n} bytes claimed)")
+        self.spend(_STRING_COST + _STRING_BYTE_COST * n, what)
         try:
-            return raw.decode("utf-8")
+            return str(self.buf[self.pos - n : self.pos], "utf-8")
         except UnicodeDecodeError:
             raise HeaderError(f"{what} at byte {start} is not valid UTF-8 (corrupt header)") from None
+
+    def strings(self, count: int, key: str) -> list[str]:
+        """The ``count`` strings of array ``key``. A vocabulary has 50 000 to 250 000 of them, so the loop
+        builds no message per item: the item that fails is read again by ``string``, which says why."""
+        if count * 8 > self.left():
+            raise HeaderError(
+                f"array '{key}' claims {count} strings but only {self.left()} bytes of file remain "
+                "(the file is truncated or its header is corrupt)"
+            )
+        self.spend(count * _STRING_COST, f"array '{key}' of {count} strings")
+        buf, pos, end = self.buf, self.pos, len(self.buf)
+        room = (self.limit - self.spent) // _STRING_BYTE_COST
+        text = 0  # bytes of the strings so far
+        items: list[str] = []
+        for i in range(count):
+            n = _U64.unpack_from(buf, pos)[0] if pos + 8 <= end else end
+            text += n
+            if pos + 8 + n > end or text > room:
+                break
+            try:
+                items.append(str(buf[pos + 8 : pos + 8 + n], "utf-8"))
+            except UnicodeDecodeError:
+                break
+            pos += 8 + n
+        else:
+            self.pos = pos
+            self.spend(_STRING_BYTE_COST * text, f"array '{key}'")
+            return items
+        self.pos = pos
+        self.spend(_STRING_BYTE_COST * (text - n), f"array '{key}'")
+        self.spent -= _STRING_COST  # ``string`` charges the item again
+        self.string(f"item {i} of array '{key}'")  # the item that stopped the loop: this raises
+        raise AssertionError("unreachable")
 
 
 def _value_type(code: int, key: str) -> GGUFValueType:
@@ -133,24 +180,7 @@ def _value_type(code: int, key: str) -> GGUFValueType:
         raise HeaderError(f"metadata key '{key}' has unknown value type {code} (corrupt header)") from None
 
 
-class _Budget:
-    """Memory the metadata values will take as Python objects, refused past ``limit`` bytes. Each
-    array is costed before its items are built, so a file can't make the walk build more than it pays."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.spent = 0
-
-    def spend(self, nbytes: int, key: str) -> None:
-        self.spent += nbytes
-        if self.spent > self.limit:
-            raise HeaderError(
-                f"its metadata up to '{key}' would take over {self.spent // 2**20} MB of memory, more than a "
-                f"file of {self.limit - METADATA_SLACK} bytes can justify (corrupt header)"
-            )
-
-
-def _read_value(cur: _Cursor, vtype: GGUFValueType, key: str, budget: _Budget) -> tuple[object, str]:
+def _read_value(cur: _Cursor, vtype: GGUFValueType, key: str) -> tuple[object, str]:
     """Read one value; returns it with its type name (``"ARRAY[INT32]"`` for an array of INT32)."""
     if vtype == GGUFValueType.STRING:
         return cur.string(f"string value of '{key}'"), vtype.name
@@ -162,26 +192,16 @@ def _read_value(cur: _Cursor, vtype: GGUFValueType, key: str, budget: _Budget) -
     if item_type == GGUFValueType.ARRAY:
         raise HeaderError(f"metadata key '{key}' is an array of arrays, which no model file uses")
     if item_type == GGUFValueType.STRING:
-        if count * 8 > cur.left():
-            raise HeaderError(
-                f"array '{key}' claims {count} strings but only {cur.left()} bytes of file remain "
-                "(the file is truncated or its header is corrupt)"
-            )
-        budget.spend(count * _STRING_COST, key)
-        items = []
-        for i in range(count):
-            item = cur.string(f"item {i} of array '{key}'")
-            budget.spend(4 * len(item), key)  # a str holds up to 4 bytes per character
-            items.append(item)
-        return items, type_name
+        return cur.strings(count, key), type_name
     start = cur.pos
     cur.skip(count * _SCALAR_SIZES[item_type], f"{count} items of array '{key}'")
-    budget.spend(count * _NUMBER_COST, key)
+    cur.spend(count * _NUMBER_COST, f"array '{key}' of {count} numbers")
     dtype = np.dtype("<" + _SCALAR_FORMATS[item_type])
     return np.frombuffer(cur.buf, dtype, count, start).tolist(), type_name
 
 
 def _tensor_info(cur: _Cursor, index: int) -> TensorInfo:
+    cur.spend(_TENSOR_COST, f"tensor {index}")
     name = cur.string(f"name of tensor {index}")
     n_dims = cur.unpack("I", f"dimension count of tensor '{name}'")
     if not 1 <= n_dims <= MAX_DIMS:
@@ -219,8 +239,8 @@ def read_header(buf: bytes | mmap.mmap) -> Header:
     past the end of the file, an unsupported tensor type, a tensor whose shape does not fit its
     block size, or tensor data that lies outside the file or overlaps another tensor.
     """
-    cur = _Cursor(buf)
     file_size = len(buf)
+    cur = _Cursor(buf, file_size + HEADER_SLACK)
     if file_size < len(MAGIC) and MAGIC.startswith(buf[:file_size]):
         raise HeaderError(f"the file is truncated: it has only {file_size} bytes")
     if buf[:4] != MAGIC:
@@ -238,15 +258,14 @@ def read_header(buf: bytes | mmap.mmap) -> Header:
             f"{file_size} bytes of the file can hold (corrupt header or truncated file)"
         )
 
-    budget = _Budget(file_size + METADATA_SLACK)
     metadata: dict[str, object] = {}
     types: dict[str, str] = {}
     for i in range(n_kv):
         key = cur.string(f"key of metadata entry {i}")
         if key in metadata:
             raise HeaderError(f"metadata key '{key}' appears twice (corrupt header)")
-        budget.spend(_STRING_COST + 4 * len(key), key)
-        metadata[key], types[key] = _read_value(cur, _value_type(cur.unpack("I", f"value type of '{key}'"), key), key, budget)
+        cur.spend(_ENTRY_COST, f"metadata entry '{key}'")
+        metadata[key], types[key] = _read_value(cur, _value_type(cur.unpack("I", f"value type of '{key}'"), key), key)
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if types.get("general.alignment", "UINT32") != "UINT32" or alignment == 0 or alignment & (alignment - 1):

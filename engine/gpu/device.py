@@ -55,8 +55,9 @@ def _pick_adapter() -> wgpu.GPUAdapter:
             return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         adapters = wgpu.gpu.enumerate_adapters_sync()
     except RuntimeError as error:  # wgpu raises a plain RuntimeError when there is no adapter
+        reason = " ".join(str(error).split())  # on one line: wgpu's message spans several
         raise GpuError(
-            f"No GPU adapter found ({error}). Install a Vulkan driver (mesa-vulkan-drivers on Debian/Ubuntu) "
+            f"No GPU adapter found ({reason}). Install a Vulkan driver (mesa-vulkan-drivers on Debian/Ubuntu) "
             "or run with --device cpu."
         ) from None
     if wanted.isdigit() and int(wanted) < len(adapters):

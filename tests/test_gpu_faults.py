@@ -1,0 +1,230 @@
+"""GPU faults, made for real: no adapter, no Vulkan driver, a device lost in the middle of a transcription,
+a buffer beyond what the GPU can hold. The engine raises one GpuError that says what happened; the app's
+engine thread then says so, reloads the model on the CPU and transcribes the same recording there.
+
+Lavapipe (software Vulkan) is the GPU here: a whole transcription on it takes about a minute, so every
+fault strikes before or early in the model's work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
+
+from app.engine_worker import EngineClient  # noqa: E402
+from conftest import AUDIO, REFERENCE_GGUF  # noqa: E402
+from engine.audio import load_audio  # noqa: E402
+from engine.backend import make_ops  # noqa: E402
+from engine.engine import Engine  # noqa: E402
+from engine.errors import GpuError  # noqa: E402
+from engine.gpu.device import ADAPTER_ENV  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
+LOST = re.compile(r"GPU device .* was lost while .*--device cpu", re.S)
+
+
+def words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z']+", text.lower()))
+
+
+@pytest.fixture(scope="module")
+def jfk():
+    return load_audio(AUDIO / "jfk.wav")
+
+
+# ---- no adapter ---------------------------------------------------------------------------------
+
+
+def test_an_adapter_name_that_matches_nothing(monkeypatch):
+    monkeypatch.setenv(ADAPTER_ENV, "no-such-gpu-9000")
+    with pytest.raises(GpuError) as info:
+        make_ops("gpu")
+    message = str(info.value)
+    assert "'no-such-gpu-9000' matches no adapter" in message and "available: 0: " in message and "Unset it" in message
+    assert make_ops("auto").name == "cpu"  # auto says why in the log and runs on numpy
+
+
+PROBE = """
+import json, wgpu
+from engine.backend import make_ops
+from engine.errors import GpuError
+found = {"adapters": [f"{a.info['backend_type']}: {a.info['device']}" for a in wgpu.gpu.enumerate_adapters_sync()]}
+found["auto"] = make_ops("auto").describe()
+try:
+    found["gpu"] = make_ops("gpu").describe()
+except GpuError as error:
+    found["gpu"] = "GpuError: " + str(error)
+print(json.dumps(found))
+"""
+
+
+def probe(**env: str) -> dict:
+    """What wgpu offers and what each --device choice gives, in a fresh process with ``env``."""
+    result = subprocess.run([sys.executable, "-c", PROBE], env={**os.environ, **env}, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_without_a_vulkan_driver():
+    """The Vulkan loader pointed at a driver file that isn't there: wgpu quietly offers OpenGL instead
+    (Mesa's llvmpipe here), which ``auto`` passes over for numpy; asked for Vulkan only, wgpu finds no
+    adapter at all and ``--device gpu`` fails saying what to install."""
+    no_driver = {"VK_ICD_FILENAMES": "/nonexistent/icd.json", "VK_DRIVER_FILES": "/nonexistent/icd.json"}
+    found = probe(**no_driver)
+    print(f"\nno Vulkan driver: {found}")
+    assert found["adapters"] and not any(a.startswith("Vulkan") for a in found["adapters"])
+    assert found["auto"].startswith("numpy")
+    assert found["gpu"].startswith("wgpu OpenGL") or found["gpu"].startswith("GpuError")
+
+    vulkan_only = probe(**no_driver, WGPU_BACKEND_TYPE="Vulkan")
+    print(f"no Vulkan driver, Vulkan only: {vulkan_only}")
+    assert vulkan_only["auto"].startswith("numpy")
+    assert vulkan_only["gpu"].startswith("GpuError: No GPU adapter found")
+    assert "Install a Vulkan driver" in vulkan_only["gpu"] and "--device cpu" in vulkan_only["gpu"]
+
+
+# ---- device lost --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gpu_engine():
+    engine = Engine(REFERENCE_GGUF, device="gpu")
+    yield engine
+    engine.close()
+
+
+def test_device_lost_between_two_pieces(gpu_engine, jfk):
+    """30 s of silence, then speech: the device is destroyed when the first piece is done (the progress
+    callback), and the second piece, the speech, fails with a GpuError that says the device was lost."""
+    audio = np.concatenate([np.zeros(30 * 16000, np.float32), jfk])
+    seen = []
+
+    def lose_device(fraction: float) -> None:
+        if not seen:
+            gpu_engine.ops.device.device.destroy()
+        seen.append(fraction)
+
+    with pytest.raises(GpuError) as info:
+        gpu_engine.transcribe(audio, progress=lose_device)
+    assert len(seen) == 1 and seen[0] < 1.0  # lost after the first piece, before the second finished
+    assert LOST.search(str(info.value)), info.value
+
+
+def test_device_lost_while_the_model_runs(gpu_engine, jfk):
+    """Another thread destroys the device one second into the encoder's work: the transcription ends
+    with a GpuError within the time it would have taken anyway, not a hang nor a wgpu exception."""
+    destroyer = threading.Timer(1.0, gpu_engine.ops.device.device.destroy)
+    outcome: list = []
+
+    def transcribe() -> None:
+        try:
+            outcome.append(gpu_engine.transcribe(jfk))
+        except Exception as error:  # noqa: BLE001 - the test looks at whatever came out
+            outcome.append(error)
+
+    worker = threading.Thread(target=transcribe, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    destroyer.start()
+    worker.join(timeout=180)
+    print(f"\ndevice destroyed after 1 s; the transcription ended {time.monotonic() - started:.1f} s in with {outcome!r}")
+    assert not worker.is_alive(), "the transcription hung after the device was lost"
+    assert isinstance(outcome[0], GpuError) and LOST.search(str(outcome[0])), outcome
+
+
+# ---- out of memory ------------------------------------------------------------------------------
+
+
+def test_a_buffer_beyond_what_the_gpu_can_hold(gpu_ops):
+    limit = gpu_ops.device.limits["max-buffer-size"]
+    with pytest.raises(GpuError, match=r"MiB buffer \(too-big\) exceeds the adapter's limit of \d+ MiB. Use a smaller model"):
+        gpu_ops.device.buffer(limit + 1, label="too-big")
+    activations = np.zeros(limit // 4 + 1024, np.float32)  # calloc'd: no page is touched on the host
+    with pytest.raises(GpuError, match="exceeds the adapter's limit"):
+        gpu_ops.tensor(activations)
+    assert gpu_ops.read(gpu_ops.tensor(np.ones(4, np.float32))).tolist() == [1, 1, 1, 1]  # the device still works
+
+
+# ---- the app falls back to the CPU --------------------------------------------------------------
+
+
+def wait_for(signal, condition=lambda *args: True, timeout_ms: int = 300_000) -> tuple:
+    loop, got = QEventLoop(), []
+
+    def fired(*args):
+        if condition(*args) and not got:
+            got.append(args)
+            loop.quit()
+
+    signal.connect(fired)
+    QTimer.singleShot(timeout_ms, loop.quit)
+    loop.exec()
+    signal.disconnect(fired)
+    assert got, f"no signal within {timeout_ms} ms"
+    return got[0]
+
+
+class Events:
+    def __init__(self, client: EngineClient):
+        self.log: list[tuple[str, tuple]] = []
+        for name in ("loaded", "warning", "finished", "failed"):
+            getattr(client, name).connect(lambda *args, n=name: self.log.append((n, args)))
+
+    def of(self, name: str) -> list[tuple]:
+        return [args for n, args in self.log if n == name]
+
+
+def test_app_transcribes_on_the_cpu_when_the_gpu_is_lost(qapp, jfk):
+    client = EngineClient()
+    try:
+        client.load(str(REFERENCE_GGUF), "gpu")
+        _, description = wait_for(client.loaded)
+        assert description.startswith("whisper-tiny.en on wgpu")
+        events = Events(client)
+        client._worker._engine.ops.device.device.destroy()  # a driver reset while Sayso waits for a dictation
+        job = client.submit_pcm(jfk)
+        _, transcript = wait_for(client.finished, lambda j, t: j == job)
+        assert words(transcript.text) == JFK_WORDS
+        (warning,) = events.of("warning")
+        print(f"\nthe user is told: {warning[0]}")
+        assert LOST.search(warning[0]) and "now transcribes on the CPU" in warning[0]
+        assert events.of("loaded")[-1][1].startswith("whisper-tiny.en on numpy") and not events.of("failed")
+        assert client.description.startswith("whisper-tiny.en on numpy")
+
+        second = client.submit_pcm(jfk[: 4 * 16000])  # the session stays on the CPU: no second warning
+        wait_for(client.finished, lambda j, t: j == second)
+        assert len(events.of("warning")) == 1
+    finally:
+        client.shutdown()
+
+
+def test_app_loads_on_the_cpu_when_there_is_no_gpu(qapp, monkeypatch, jfk):
+    monkeypatch.setenv(ADAPTER_ENV, "no-such-gpu-9000")
+    client = EngineClient()
+    try:
+        events = Events(client)
+        client.load(str(REFERENCE_GGUF), "gpu")
+        _, description = wait_for(client.loaded)
+        assert description.startswith("whisper-tiny.en on numpy") and client.load_error is None
+        (warning,) = events.of("warning")
+        assert "matches no adapter" in warning[0] and "now transcribes on the CPU" in warning[0]
+        job = client.submit_pcm(jfk)
+        _, transcript = wait_for(client.finished, lambda j, t: j == job)
+        assert words(transcript.text) == JFK_WORDS
+    finally:
+        client.shutdown()
