@@ -195,7 +195,8 @@ engine = Engine(model, device="cpu")
 warm = np.zeros(16000, np.float32)  # one pass of the model first: what it keeps between runs is the start
 engine.transcribe_piece(warm, 0.0, (0, len(warm)), None, "transcribe", None)
 open("/proc/self/clear_refs", "w").write("5")  # the peak so far (loading) no longer counts
-report = {"start_mb": rss(), "pieces": 0, "found": {}, "noise_with_speech": 0, "noise_checked": 0, "every_half_hour_mb": []}
+report = {"start_mb": rss(), "pieces": 0, "found": {}, "noise_with_speech": 0, "noise_checked": 0,
+          "every_half_hour_mb": []}
 started = time.monotonic()
 for offset, piece in pieces(stream_audio(path), max_seconds=engine.transcriber.window_seconds):
     end = offset + len(piece) / 16000
@@ -235,7 +236,8 @@ def test_three_hours_in_bounded_memory(tmp_path):
     assert report["duration"] == pytest.approx(HOURS * 3600, abs=0.01)
     assert growth < RSS_BOUND_MB
     assert max(half_hours[1:] + [report["end_mb"]]) - half_hours[0] < STEADY_BOUND_MB
-    references = {row.split("\t")[0]: row.split("\t")[3] for row in (AUDIO / "transcripts.tsv").read_text().splitlines()[1:]}
+    table = [row.split("\t") for row in (AUDIO / "transcripts.tsv").read_text().splitlines()[1:]]
+    references = {row[0]: row[3] for row in table}
     for name, at in CLIPS.items():
         segments = report["found"][name]
         text = " ".join(t for _, _, t in segments)

@@ -49,7 +49,8 @@ FUZZ = settings(
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 STRING, ARRAY = 8, 9
 GGML_TYPES = {0: 4, 1: 2, 8: 34 / 32}  # F32, F16, Q8_0: bytes per value
-LIES = [0, 1, 2, 3, 7, 8, 31, 32, 33, 0x7F, 0xFF, 0xFFFF, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62, 2**63 - 1, 2**64 - 1]
+LIES = [0, 1, 2, 3, 7, 8, 31, 32, 33, 0x7F, 0xFF, 0xFFFF, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62, 2**63 - 1,
+        2**64 - 1]  # fmt: skip
 
 
 class TookTooLong(Exception):
@@ -300,7 +301,8 @@ def value(draw, code: int, depth: int = 0) -> bytes:
         text = draw(st.binary(max_size=12) | st.text(max_size=8).map(str.encode))
         return gguf_string(text, draw(honest(0, [1, -1, 2**40])))
     item = draw(st.sampled_from([*SCALARS, STRING, STRING, ARRAY if depth == 0 else STRING, 13, 2**31]))
-    items = [draw(value(item, depth + 1)) for _ in range(draw(st.integers(0, 4)))] if item in SCALARS or item in (STRING, ARRAY) else []
+    known = item in SCALARS or item in (STRING, ARRAY)
+    items = [draw(value(item, depth + 1)) for _ in range(draw(st.integers(0, 4)))] if known else []
     count = len(items) + draw(honest(0, [1, 2**20, 2**60]))
     return struct.pack("<IQ", item, count % 2**64) + b"".join(items)
 
@@ -362,7 +364,8 @@ def test_metadata_that_would_not_fit_in_memory_is_refused(tmp_path, traced, item
     """Every item is really in the file, but as Python objects they would take 36 (int8) or 11 (empty
     strings) times the file's size: refused before they are built."""
     path = tmp_path / "greedy.gguf"
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string(b"greedy") + struct.pack("<IIQ", ARRAY, item, count) + each * count)
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string(b"greedy") + struct.pack("<IIQ", ARRAY, item, count)
+    path.write_bytes(header + each * count)
     result = Outcomes("greedy")
     open_and_check(path, result)
     assert result.refused == 1 and "memory" in next(iter(result.problems)), result.problems

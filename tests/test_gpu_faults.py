@@ -142,7 +142,8 @@ def test_device_lost_while_the_model_runs(gpu_engine, jfk):
     worker.start()
     destroyer.start()
     worker.join(timeout=180)
-    print(f"\ndevice destroyed after 1 s; the transcription ended {time.monotonic() - started:.1f} s in with {outcome!r}")
+    ended = time.monotonic() - started
+    print(f"\ndevice destroyed after 1 s; the transcription ended {ended:.1f} s in with {outcome!r}")
     assert not worker.is_alive(), "the transcription hung after the device was lost"
     assert isinstance(outcome[0], GpuError) and LOST.search(str(outcome[0])), outcome
 
@@ -152,7 +153,8 @@ def test_device_lost_while_the_model_runs(gpu_engine, jfk):
 
 def test_a_buffer_beyond_what_the_gpu_can_hold(gpu_ops):
     limit = gpu_ops.device.limits["max-buffer-size"]
-    with pytest.raises(GpuError, match=r"MiB buffer \(too-big\) exceeds the adapter's limit of \d+ MiB. Use a smaller model"):
+    refusal = r"MiB buffer \(too-big\) exceeds the adapter's limit of \d+ MiB. Use a smaller model"
+    with pytest.raises(GpuError, match=refusal):
         gpu_ops.device.buffer(limit + 1, label="too-big")
     activations = np.zeros(limit // 4 + 1024, np.float32)  # calloc'd: no page is touched on the host
     with pytest.raises(GpuError, match="exceeds the adapter's limit"):

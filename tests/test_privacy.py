@@ -110,8 +110,8 @@ def test_a_dictation_and_a_file_touch_no_network_and_no_file_outside_the_data_fo
     env = {key: value for key, value in os.environ.items() if not key.startswith(own)}
     env.update(HOME=str(home), TMPDIR=str(tmp_path / "tmp"), QT_QPA_PLATFORM="offscreen")
     before = set(tmp_path.rglob("*"))
-    result = subprocess.run([sys.executable, "-c", CHILD, str(REFERENCE_GGUF), str(AUDIO / "jfk.wav"),
-                             str(AUDIO / "beckett.wav")], capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+    command = [sys.executable, "-c", CHILD, str(REFERENCE_GGUF), str(AUDIO / "jfk.wav"), str(AUDIO / "beckett.wav")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
     print(f"\nnetwork attempts: {report['attempts']}; dictation: {report['dictation']}; file: {report['file']}")
