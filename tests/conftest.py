@@ -53,3 +53,11 @@ def moonshine_tiny(moonshine_ort, tmp_path_factory):
     from engine.convert import convert
 
     return convert(moonshine_ort["moonshine-tiny"], tmp_path_factory.mktemp("moonshine") / "moonshine-tiny.gguf", "q8_0")
+
+
+def reference_tokens(path, pcm) -> tuple[list[tuple[int, int]], str]:
+    """transcribe.cpp's token ids with their start times (ms), and its text, for a model file and audio."""
+    import transcribe_cpp
+
+    result = transcribe_cpp.Model(str(path)).session().run(pcm)
+    return [(t.id, t.t0_ms) for t in result.tokens], result.text

@@ -17,8 +17,7 @@ import sys
 
 import numpy as np
 import pytest
-import transcribe_cpp
-from conftest import AUDIO
+from conftest import AUDIO, reference_tokens
 from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
@@ -55,11 +54,6 @@ def model_path(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def clips():
     return {clip: load_audio(AUDIO / clip) for clip in CLIPS}
-
-
-def reference_tokens(path, pcm) -> tuple[list[tuple[int, int]], str]:
-    result = transcribe_cpp.Model(str(path)).session().run(pcm)
-    return [(t.id, t.t0_ms) for t in result.tokens], result.text
 
 
 def test_layout_is_the_converters(model_path):
