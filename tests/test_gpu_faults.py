@@ -125,9 +125,11 @@ def test_device_lost_between_two_pieces(gpu_engine, jfk):
     assert LOST.search(str(info.value)), info.value
 
 
-def test_device_lost_while_the_model_runs(gpu_engine, jfk):
+def test_device_lost_while_the_model_runs(gpu_engine, gpu_ops, jfk):
     """Another thread destroys the device one second into the encoder's work: the transcription ends
-    with a GpuError within the time it would have taken anyway, not a hang nor a wgpu exception."""
+    with a GpuError within the time it would have taken anyway, not a hang nor a wgpu exception.
+    Another device in the same process (``gpu_ops``) is told of that loss too, since wgpu-py logs it
+    without naming the device, and must go on working."""
     destroyer = threading.Timer(1.0, gpu_engine.ops.device.device.destroy)
     outcome: list = []
 
@@ -146,6 +148,7 @@ def test_device_lost_while_the_model_runs(gpu_engine, jfk):
     print(f"\ndevice destroyed after 1 s; the transcription ended {ended:.1f} s in with {outcome!r}")
     assert not worker.is_alive(), "the transcription hung after the device was lost"
     assert isinstance(outcome[0], GpuError) and LOST.search(str(outcome[0])), outcome
+    assert gpu_ops.read(gpu_ops.tensor(np.ones(4, np.float32))).tolist() == [1, 1, 1, 1]
 
 
 # ---- out of memory ------------------------------------------------------------------------------

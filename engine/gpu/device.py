@@ -120,8 +120,21 @@ class Device:
     def check(self) -> None:
         """Raise the first error wgpu reported since the last check (validation error, device lost)."""
         message = self.trap.take()
-        if message is not None:
-            raise self.failure("running recorded work", RuntimeError(message))
+        if message is None:
+            return
+        # wgpu-py logs every device's loss on one logger without naming the device, so a loss may be
+        # another Device's (one closed, or lost, in another engine). Ours is lost only if it can no
+        # longer create a buffer: wgpu-core refuses that at once with "Parent device is lost".
+        if "lost" in message.lower() and self._still_alive():
+            return
+        raise self.failure("running recorded work", RuntimeError(message))
+
+    def _still_alive(self) -> bool:
+        try:
+            self.device.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_DST, label="alive-probe").destroy()
+        except Exception:  # noqa: BLE001 - wgpu raises GPUValidationError or RuntimeError here
+            return False
+        return True
 
     def failure(self, what: str, error: Exception) -> GpuError:
         """A GpuError for a failed wgpu call, saying plainly when the cause is a lost device."""
