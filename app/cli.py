@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.main import add_arguments
 from engine.errors import SaysoError
+from engine.stream import FEED_SECONDS
 
 FORMATS = ("txt", "json", "srt", "vtt")
 
@@ -97,7 +98,8 @@ def cmd_bench(args) -> int:
             print(f"  {at:6.2f} s  {text}")
         return 0
     if args.compare:
-        results = bench.compare(args.model, args.file, runs=args.runs)
+        engines = args.engines.split(",") if args.engines else bench.ENGINES
+        results = bench.compare(args.model, args.file, engines, runs=args.runs)
         print(json.dumps(results) if args.json else bench.table(results, f"sayso-{args.device}"))
         return 0
     device = "gpu" if args.device == "auto" else args.device
@@ -207,11 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="our backend (auto: gpu)")
     p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5)")
-    p.add_argument("--compare", action="store_true", help="also run transcribe.cpp (Vulkan, CPU) on the same file, each in its own process")
+    p.add_argument("--compare", action="store_true",
+                   help="also run transcribe.cpp (Vulkan, CPU) and faster-whisper (CPU, on the CTranslate2 files the "
+                        "model came from) on the same file, each in its own process")
+    p.add_argument("--engines", help="with --compare: a comma-separated subset of "
+                                     "sayso-gpu,sayso-cpu,transcribe-cpp-vulkan,transcribe-cpp-cpu,faster-whisper-cpu")
     p.add_argument("--stream", action="store_true",
                    help="dictate FILE in real time into a stream session: key-up-to-text (finish_ms) against "
                         "transcribing it at once (offline_ms), and both texts")
-    p.add_argument("--chunk", type=float, default=0.1, help="with --stream: seconds of audio per chunk (default: 0.1)")
+    p.add_argument("--chunk", type=float, default=FEED_SECONDS,
+                   help=f"with --stream: seconds of audio per chunk (default: {FEED_SECONDS}, as the app feeds a dictation)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_bench)
 

@@ -36,6 +36,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from engine.errors import GpuError, SaysoError
+from engine.stream import FEED_SECONDS
 from engine.vad import PAUSE_SECONDS
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ PRIORITY_DICTATION = 0
 PRIORITY_HISTORY = 1
 PRIORITY_FILE = 2
 
-TAKE_TICK_MS = 100  # how often the take's new audio goes to its stream session
+TAKE_TICK_MS = round(FEED_SECONDS * 1000)  # how often the take's new audio goes to its stream session
 
 EngineFactory = Callable[[Path, str], object]
 

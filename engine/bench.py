@@ -17,8 +17,10 @@ import subprocess
 import sys
 import time
 
+from engine.stream import FEED_SECONDS
+
 SAMPLE_RATE = 16000
-ENGINES = ("sayso-gpu", "sayso-cpu", "transcribe-cpp-vulkan", "transcribe-cpp-cpu")
+ENGINES = ("sayso-gpu", "sayso-cpu", "transcribe-cpp-vulkan", "transcribe-cpp-cpu", "faster-whisper-cpu")
 
 
 def _open(engine: str, model: str):
@@ -34,7 +36,34 @@ def _open(engine: str, model: str):
         backend = engine.removeprefix("transcribe-cpp-")
         session = transcribe_cpp.Model(model, backend=backend).session()
         return (lambda pcm: session.run(pcm).text), f"transcribe.cpp {transcribe_cpp.native_version()} ({backend})"
+    if engine == "faster-whisper-cpu":
+        return _open_faster_whisper(model)
     raise SystemExit(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+
+
+def _open_faster_whisper(model: str):
+    """faster-whisper (CTranslate2, float32 on every core) on the CTranslate2 files that the GGUF
+    ``model`` was converted from: its ``stt.variant`` names them in ``engine.models.PYPI_MODELS``.
+    Greedy, with timestamps and without VAD, as our engine decodes."""
+    import os
+
+    import ctranslate2
+    from faster_whisper import WhisperModel
+
+    from engine.gguf.reader import ModelFile
+    from engine.models import PYPI_MODELS, cache_dir
+
+    variant = str(ModelFile(model).metadata.get("stt.variant", ""))
+    if not variant.startswith("whisper") or variant not in PYPI_MODELS:
+        raise SystemExit(f"faster-whisper runs Whisper's CTranslate2 files; none are known for {variant or model!r}")
+    source = PYPI_MODELS[variant](cache_dir() / "ct2" / variant, None)
+    peer = WhisperModel(str(source), device="cpu", compute_type="float32", cpu_threads=os.cpu_count() or 1)
+
+    def transcribe(pcm):
+        segments, _ = peer.transcribe(pcm, language="en", beam_size=1, temperature=0.0, vad_filter=False)
+        return "".join(segment.text for segment in segments).strip()
+
+    return transcribe, f"faster-whisper on CTranslate2 {ctranslate2.__version__} (float32, {variant})"
 
 
 def measure(engine: str, model: str, file: str, runs: int = 5) -> dict:
@@ -65,7 +94,8 @@ def measure(engine: str, model: str, file: str, runs: int = 5) -> dict:
     }
 
 
-def measure_stream(model: str, file: str, device: str = "cpu", chunk_seconds: float = 0.1, runs: int = 3) -> dict:
+def measure_stream(model: str, file: str, device: str = "cpu", chunk_seconds: float = FEED_SECONDS,
+                   runs: int = 3) -> dict:
     """FILE dictated in real time: chunks fed to a stream session as a microphone would deliver them
     (each once the wall clock has reached its end), then ``finish`` at the moment the last chunk was
     due, the key-up. ``finish_ms``: key-up to final text. ``offline_ms``: the warm median over ``runs``

@@ -54,6 +54,8 @@ from engine.vad import PAUSE_SECONDS, Vad, VadStatus
 
 log = logging.getLogger(__name__)
 
+FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (the app's tick, the bench's chunk):
+# the VAD sees the speaker's pause, and the final pass starts, at most this late
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives

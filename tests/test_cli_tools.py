@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,3 +67,23 @@ def test_selftest_fails_on_a_missing_file(tmp_path):
     (tmp_path / "models" / "whisper-tiny.en.gguf").symlink_to(REFERENCE_GGUF)
     done = run(["-m", "app.cli", "--selftest", str(tmp_path / "nothing.wav")], tmp_path)
     assert done.returncode == 1 and "nothing.wav" in done.stderr
+
+
+def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
+    """`sayso bench --compare` as a user runs it: our CPU backend, transcribe.cpp's CPU build and
+    faster-whisper (on the CTranslate2 files the model was converted from), each in its own process,
+    all hearing the same words; the figures are reported, not judged (that is the benchmark's job)."""
+    from engine.bench import table
+    from engine.wer import normalize
+
+    engines = "sayso-cpu,transcribe-cpp-cpu,faster-whisper-cpu"
+    done = run(["-m", "app.cli", "bench", str(REFERENCE_GGUF), str(AUDIO / "jfk.wav"), "--compare",
+                "--engines", engines, "--device", "cpu", "--runs", "1", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    print("\n" + table(results, "sayso-cpu"))
+    assert [r["engine"] for r in results] == engines.split(",")
+    assert all("error" not in r for r in results), results
+    assert all(r[key] > 0 for r in results for key in ("load_ms", "first_ms", "warm_ms", "realtime", "peak_mb"))
+    words = {" ".join(normalize(r["text"])) for r in results}
+    assert words == {"and so my fellow americans ask not what your country can do for you ask what you can do for your country"}
