@@ -97,6 +97,16 @@ def cmd_bench(args) -> int:
         for at, text in result["partials"]:
             print(f"  {at:6.2f} s  {text}")
         return 0
+    if args.kernels:
+        result = bench.measure_kernels(args.model, args.file)
+        if args.json:
+            print(json.dumps(result))
+            return 0
+        print(result["description"])
+        for key in ("warm_ms", "busy_ms", "host_ms", "profiled_ms", "dispatches", "text", "same_text"):
+            print(f"{key:<12}{result[key]}")
+        print(result["table"])
+        return 0
     if args.compare:
         engines = args.engines.split(",") if args.engines else bench.ENGINES
         results = bench.compare(args.model, args.file, engines, runs=args.runs)
@@ -217,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", action="store_true",
                    help="dictate FILE in real time into a stream session: key-up-to-text (finish_ms) against "
                         "transcribing it at once (offline_ms), and both texts")
+    p.add_argument("--kernels", action="store_true",
+                   help="time every GPU kernel of one warm transcription (one pass per dispatch, timestamps): "
+                        "GPU time per kernel, and what the host adds to it")
     p.add_argument("--chunk", type=float, default=FEED_SECONDS,
                    help=f"with --stream: seconds of audio per chunk (default: {FEED_SECONDS}, as the app feeds a dictation)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -6,6 +6,7 @@ engine's warm caches or thread pools from helping or hurting another. Each child
     python -m engine.bench ENGINE MODEL FILE [--runs N]      # one engine, one JSON line
     sayso bench --compare MODEL FILE [--json]               # every engine: a table and our ratios
     sayso bench --stream MODEL FILE [--device cpu]          # a dictation: key-up to text, streamed vs not
+    sayso bench --kernels MODEL FILE                        # GPU time per kernel, and what the host adds
 """
 
 from __future__ import annotations
@@ -136,6 +137,38 @@ def measure_stream(model: str, file: str, device: str = "cpu", chunk_seconds: fl
         "partials": partials,
         "final_text": streamed.text,
         "offline_text": offline.text,
+    }
+
+
+def measure_kernels(model: str, file: str) -> dict:
+    """Where one warm GPU transcription of FILE spends its time: every kernel's dispatches and GPU time
+    (``engine.gpu.profile``) and their sum, ``busy_ms``, beside a normal warm run's wall time,
+    ``warm_ms``; ``host_ms``, their difference, is Python, the driver and waiting on read-backs."""
+    from engine.audio import load_audio
+    from engine.engine import Engine
+
+    pcm = load_audio(file)
+    engine = Engine(model, device="gpu")
+    engine.transcribe(pcm)  # builds the pipelines and fills the buffer pool
+    start = time.perf_counter()
+    text = engine.transcribe(pcm).text
+    warm_ms = (time.perf_counter() - start) * 1000
+    timer = engine.ops.recorder.time_kernels()
+    start = time.perf_counter()
+    profiled_text = engine.transcribe(pcm).text
+    profiled_ms = (time.perf_counter() - start) * 1000
+    engine.ops.recorder.stop_timing()
+    return {
+        "description": engine.describe(),
+        "warm_ms": round(warm_ms, 1),
+        "busy_ms": round(timer.busy_ms, 1),
+        "host_ms": round(warm_ms - timer.busy_ms, 1),
+        "profiled_ms": round(profiled_ms, 1),
+        "dispatches": sum(k.calls for k in timer.kernels.values()),
+        "kernels": {label: {"calls": k.calls, "ms": round(k.ns / 1e6, 3)} for label, k in timer.kernels.items()},
+        "table": timer.table(),
+        "text": text,
+        "same_text": profiled_text == text,  # timing must change nothing but the time
     }
 
 

@@ -1,11 +1,17 @@
-"""Fixtures shared by the whole suite: the shared data folder and one GPU backend per session."""
+"""Fixtures and helpers shared by the whole suite: the shared data folder and its reference words, one GPU
+backend per session, Qt signal waits, transcribe.cpp's tokens and dumped tensors."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # The checkout's sibling ../shared; SAYSO_SHARED points elsewhere (the GPU machine gets a copy).
@@ -55,9 +61,63 @@ def moonshine_tiny(moonshine_ort, tmp_path_factory):
     return convert(moonshine_ort["moonshine-tiny"], tmp_path_factory.mktemp("moonshine") / "moonshine-tiny.gguf", "q8_0")
 
 
+def words(text: str) -> str:
+    """The words of ``text``, normalised as word error rates count them (``engine.wer``), in one string:
+    transcripts compared word for word, whatever their punctuation and case."""
+    from engine.wer import normalize
+
+    return " ".join(normalize(text))
+
+
+def wait_for(signal, condition=lambda *args: True, timeout_ms: int = 300_000) -> tuple:
+    """Run the Qt event loop until ``signal`` fires with arguments that satisfy ``condition``; returns
+    those arguments, or fails the test after ``timeout_ms``."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop, got = QEventLoop(), []
+
+    def fired(*args):
+        if condition(*args) and not got:
+            got.append(args)
+            loop.quit()
+
+    signal.connect(fired)
+    QTimer.singleShot(timeout_ms, loop.quit)
+    loop.exec()
+    signal.disconnect(fired)
+    assert got, f"no signal within {timeout_ms} ms"
+    return got[0]
+
+
+def reference_words(file: str) -> str:
+    """``words`` of ``file``'s reference transcript in ``AUDIO/transcripts.tsv``."""
+    with open(AUDIO / "transcripts.tsv", encoding="utf-8") as table:
+        return next(words(row["reference"]) for row in csv.DictReader(table, delimiter="\t") if row["file"] == file)
+
+
+JFK_WORDS = reference_words("jfk.wav")  # what every model here hears in jfk.wav
+
+
 def reference_tokens(path, pcm) -> tuple[list[tuple[int, int]], str]:
     """transcribe.cpp's token ids with their start times (ms), and its text, for a model file and audio."""
     import transcribe_cpp
 
     result = transcribe_cpp.Model(str(path)).session().run(pcm)
     return [(t.id, t.t0_ms) for t in result.tokens], result.text
+
+
+def reference_dumps(model_path, pcm, folder) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
+    """transcribe.cpp's dumped tensors (name -> array) and its tokens (id, start ms) for ``pcm``."""
+    np.save(folder / "pcm.npy", pcm)
+    (folder / "dumps").mkdir()
+    script = ("import json, sys, numpy, transcribe_cpp; "
+              "r = transcribe_cpp.Model(sys.argv[1]).session().run(numpy.load(sys.argv[2])); "
+              "print(json.dumps([(t.id, t.t0_ms) for t in r.tokens]))")
+    env = dict(os.environ, TRANSCRIBE_DUMP_DIR=str(folder / "dumps"))
+    run = subprocess.run([sys.executable, "-c", script, str(model_path), str(folder / "pcm.npy")], env=env, check=True,
+                         capture_output=True, text=True)
+    dumps = {}
+    for meta in (folder / "dumps").glob("*.json"):
+        shape = json.loads(meta.read_text())["shape"]
+        dumps[meta.stem] = np.fromfile(meta.with_suffix(".f32"), np.float32).reshape(shape)
+    return dumps, [tuple(token) for token in json.loads(run.stdout.splitlines()[-1])]

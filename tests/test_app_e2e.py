@@ -4,7 +4,6 @@ the words must arrive in another process's window. Run with -s to see the key-up
 """
 
 import os
-import re
 import sqlite3
 import subprocess
 import time
@@ -20,16 +19,11 @@ from e2e.fixtures import desktop  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import JFK_WORDS, SHARED, reference_words, words  # noqa: E402
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
 BECKETT = SHARED / "audio" / "beckett.wav"
-JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
-BECKETT_WORDS = "ever tried ever failed no matter try again fail again fail better"
-
-
-def words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
+BECKETT_WORDS = reference_words("beckett.wav")
 
 
 def xdotool(*args: str) -> None:

@@ -1,9 +1,7 @@
 """The engine thread: the real Engine behind EngineClient, driven through its signals only."""
 
 import os
-import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,32 +13,11 @@ from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 
 from app.engine_worker import PRIORITY_DICTATION, EngineClient  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import JFK_WORDS, SHARED, wait_for, words  # noqa: E402
+
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
 LECTURE = SHARED / "audio" / "lecture-60s.wav"
-JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
-
-
-def words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
-
-
-def wait_for(signal, timeout_ms: int = 120_000, condition=lambda *args: True) -> tuple:
-    """Run the event loop until ``signal`` fires with arguments that satisfy ``condition``."""
-    loop, got = QEventLoop(), []
-
-    def fired(*args):
-        if condition(*args) and not got:
-            got.append(args)
-            loop.quit()
-
-    signal.connect(fired)
-    QTimer.singleShot(timeout_ms, loop.quit)
-    loop.exec()
-    signal.disconnect(fired)
-    assert got, f"no signal within {timeout_ms} ms"
-    return got[0]
 
 
 class Recorder:

@@ -3,7 +3,6 @@
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.coordinator import Coordinator  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import SHARED  # noqa: E402
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
 TIMESTAMP = r"(\d\d):(\d\d):(\d\d),(\d\d\d)"

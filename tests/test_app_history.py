@@ -1,14 +1,13 @@
 """History: the recording and its row exist before transcription; search, finish, fail, delete."""
 
 import sqlite3
-from pathlib import Path
 
 import numpy as np
 import soundfile
 
 from app.history import History
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import SHARED
 
 
 def _speech() -> np.ndarray:

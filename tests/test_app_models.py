@@ -6,7 +6,6 @@ HF_ENDPOINT and SAYSO_DATA_DIR), so the page lists, downloads and removes real f
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from app.settings import Settings  # noqa: E402
 from e2e.fake_hub import CHUNK, fake_hub, gguf_bytes  # noqa: E402, F401 - fixtures
 from engine import hub, models  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import SHARED  # noqa: E402
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 
 

@@ -4,7 +4,6 @@ import os
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import soundfile
@@ -15,7 +14,7 @@ from app.cues import CuePlayer  # noqa: E402
 from app.recorder import Recorder, level_of, rescan_devices  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import SHARED  # noqa: E402
 JFK = SHARED / "audio" / "jfk.wav"
 
 

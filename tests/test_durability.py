@@ -12,7 +12,6 @@ and one click transcribes it.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sqlite3
 import stat
@@ -27,16 +26,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from app.coordinator import Coordinator  # noqa: E402
-from conftest import AUDIO, REFERENCE_GGUF  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, words  # noqa: E402
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 
-JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
-
-
-def words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
 
 
 def rows(data: Path) -> list[tuple]:

@@ -15,7 +15,7 @@ from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
 from engine.gguf.writer import Meta, TensorOut, write_gguf
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import SHARED
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 
 SMALL_METADATA = [

@@ -10,14 +10,9 @@ every block (rotary attention, LayerNorm conv module) and the CTC or RNN-T searc
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from conftest import AUDIO, reference_tokens
+from conftest import AUDIO, reference_dumps, reference_tokens
 
 from app.cli import main as sayso
 from engine.audio import load_audio
@@ -144,23 +139,6 @@ def test_frontend_encoder_and_search_match_transcribe_cpp_dumps(model_path, clip
     np.testing.assert_allclose(encoded, dumps["dec.enc_out"].reshape(encoded.shape), atol=1e-3)
     theirs = transcriber.model.decode(cpu_ops.tensor(dumps["dec.enc_out"]))
     assert [(e.id, round(e.frame * 1000 * transcriber.config.frame_seconds)) for e in theirs] == tokens
-
-
-def reference_dumps(model_path, pcm, folder) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
-    """transcribe.cpp's dumped tensors (name -> array) and its tokens (id, start ms) for ``pcm``."""
-    np.save(folder / "pcm.npy", pcm)
-    (folder / "dumps").mkdir()
-    script = ("import json, sys, numpy, transcribe_cpp; "
-              "r = transcribe_cpp.Model(sys.argv[1]).session().run(numpy.load(sys.argv[2])); "
-              "print(json.dumps([(t.id, t.t0_ms) for t in r.tokens]))")
-    env = dict(os.environ, TRANSCRIBE_DUMP_DIR=str(folder / "dumps"))
-    run = subprocess.run([sys.executable, "-c", script, str(model_path), str(folder / "pcm.npy")], env=env, check=True,
-                         capture_output=True, text=True)
-    dumps = {}
-    for meta in (folder / "dumps").glob("*.json"):
-        shape = json.loads(meta.read_text())["shape"]
-        dumps[meta.stem] = np.fromfile(meta.with_suffix(".f32"), np.float32).reshape(shape)
-    return dumps, [tuple(token) for token in json.loads(run.stdout.splitlines()[-1])]
 
 
 @pytest.mark.parametrize("family", ["gigaam-v3-ctc", "gigaam-v3-e2e-rnnt"])

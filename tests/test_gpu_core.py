@@ -87,3 +87,33 @@ def test_helpers():
     assert x <= 65535 and x * y >= 200_000
     assert pack_params([1, -2, 0.5]) == b"\x01\x00\x00\x00\xfe\xff\xff\xff\x00\x00\x00\x3f"
     assert size_class(1) == 256 and size_class(65537) >= 65537
+
+
+def test_kernel_timing_counts_each_dispatch_and_changes_no_result(gpu_ops):
+    """``Recorder.time_kernels`` (``sayso bench --kernels``): every dispatch in a timestamped pass of its
+    own, its GPU time added to its kernel; the results are those of an untimed run, and a run longer
+    than one timed submission holds is cut into several without losing a dispatch."""
+    rng = np.random.default_rng(0)
+    x = gpu_ops.tensor(rng.standard_normal((64, 96)).astype(np.float32))
+    expected = gpu_ops.read(gpu_ops.add(gpu_ops.add(x, x), x))
+    timer = gpu_ops.recorder.time_kernels()
+    try:
+        y = x
+        for _ in range(2100):  # more than the 2048 dispatches of one timed submission
+            y = gpu_ops.add(y, x)
+        got = gpu_ops.read(gpu_ops.add(gpu_ops.add(x, x), x))
+        total = gpu_ops.read(y)
+    finally:
+        gpu_ops.recorder.stop_timing()
+    np.testing.assert_array_equal(got, expected)
+    want, xs = gpu_ops.read(x), gpu_ops.read(x)
+    for _ in range(2100):
+        want = want + xs  # float32 additions round the same on every IEEE device
+    np.testing.assert_array_equal(total, want)
+    print("\n" + timer.table())
+    add = timer.kernels["elementwise.wgsl:add"]
+    assert add.calls == 2102 and add.ns > 0
+    assert timer.kernels["mark.wgsl:main"].calls == 2  # one per submission: the cut at 2048, then the read
+    assert timer.busy_ms == sum(k.ns for k in timer.kernels.values()) / 1e6
+    after = gpu_ops.read(gpu_ops.add(x, x))  # untimed again
+    np.testing.assert_array_equal(after, 2 * gpu_ops.read(x))

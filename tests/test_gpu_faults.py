@@ -21,10 +21,8 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
-
 from app.engine_worker import EngineClient  # noqa: E402
-from conftest import AUDIO, REFERENCE_GGUF  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, wait_for, words  # noqa: E402
 from engine.audio import load_audio  # noqa: E402
 from engine.backend import make_ops  # noqa: E402
 from engine.engine import Engine  # noqa: E402
@@ -33,12 +31,7 @@ from engine.gpu.device import ADAPTER_ENV  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
 LOST = re.compile(r"GPU device .* was lost while .*--device cpu", re.S)
-
-
-def words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
 
 
 @pytest.fixture(scope="module")
@@ -166,22 +159,6 @@ def test_a_buffer_beyond_what_the_gpu_can_hold(gpu_ops):
 
 
 # ---- the app falls back to the CPU --------------------------------------------------------------
-
-
-def wait_for(signal, condition=lambda *args: True, timeout_ms: int = 300_000) -> tuple:
-    loop, got = QEventLoop(), []
-
-    def fired(*args):
-        if condition(*args) and not got:
-            got.append(args)
-            loop.quit()
-
-    signal.connect(fired)
-    QTimer.singleShot(timeout_ms, loop.quit)
-    loop.exec()
-    signal.disconnect(fired)
-    assert got, f"no signal within {timeout_ms} ms"
-    return got[0]
 
 
 class Events:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -23,9 +22,8 @@ from engine.errors import ModelFileError, SaysoError
 from engine.gguf.reader import ModelFile
 from engine.moonshine.tokenizer import Tokenizer
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from conftest import JFK_WORDS, SHARED, words
 JFK = SHARED / "audio" / "jfk.wav"
-JFK_WORDS = "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
 SIZES = {"moonshine-tiny": (288, 6, 1152, 160), "moonshine-base": (416, 8, 1664, 210)}
 """variant -> (d_model, layers, ffn_dim, tensor count) of UsefulSensors' released models."""
 NAMES = {"moonshine-tiny": ("Moonshine Tiny", "27M"), "moonshine-base": ("Moonshine Base", "62M")}
@@ -59,10 +57,6 @@ EXPECTED_KEYS = [
 ]  # fmt: skip
 """transcribe.cpp's scripts/convert-moonshine.py: every key in the order it writes them (the bulk
 tokenizer arrays moved last by its gguf_writer), with the GGUF type its loader checks."""
-
-
-def words(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9' ]", " ", text.lower()).split())
 
 
 @functools.cache

@@ -5,21 +5,20 @@ model, word error rates against the reference transcripts; and one short clip on
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import AUDIO
 from engine import audio, families
 from engine.convert import convert
 from engine.gguf.reader import ModelFile
 from engine.moonshine.decode import greedy_decode, token_limit
 from engine.moonshine.model import MIN_SAMPLES, encoder_length
 from engine.segmenter import pieces
+from engine.wer import ErrorCount, count_errors
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-AUDIO = SHARED / "audio"
 VARIANTS = ("moonshine-tiny", "moonshine-base")
 MAX_WER = {"moonshine-tiny": 0.04, "moonshine-base": 0.05}
 """Measured 2.8% (tiny) and 4.3% (base, which writes "29340" for "two nine three four zero") on the
@@ -29,20 +28,6 @@ shared clips; the bound catches a broken model, not a point of accuracy."""
 def clips() -> list[dict[str, str]]:
     with open(AUDIO / "transcripts.tsv", encoding="utf-8") as f:
         return list(csv.DictReader(f, delimiter="\t"))
-
-
-def words(text: str) -> list[str]:
-    return re.sub(r"[^a-z0-9' ]", " ", text.lower()).split()
-
-
-def word_errors(reference: list[str], hypothesis: list[str]) -> int:
-    """Levenshtein distance over words: substitutions + deletions + insertions."""
-    row = list(range(len(hypothesis) + 1))
-    for i, ref_word in enumerate(reference, 1):
-        diagonal, row[0] = row[0], i
-        for j, hyp_word in enumerate(hypothesis, 1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ref_word != hyp_word))
-    return row[-1]
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +53,7 @@ def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, gguf, tra
 
     ours = transcribers[variant]
     session = transcribe_cpp.Model(str(gguf[variant])).session()
-    errors = total = 0
+    count = ErrorCount()
     for clip in clips():
         pcm = audio.load_audio(AUDIO / clip["file"])
         texts, expected = [], []
@@ -78,11 +63,9 @@ def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, gguf, tra
             texts += [s.text for s in segments]
             expected.append(session.run(piece).text.strip())
         assert " ".join(texts) == " ".join(t for t in expected if t), clip["file"]
-        reference = words(clip["reference"])
-        errors += word_errors(reference, words(" ".join(texts)))
-        total += len(reference)
-    print(f"\n{variant}: WER {100 * errors / total:.2f}% ({errors} errors in {total} words, {len(clips())} clips)")
-    assert errors / total <= MAX_WER[variant]
+        count += count_errors(clip["reference"], " ".join(texts))
+    print(f"\n{variant}: WER {100 * count.rate:.2f}% ({count.errors} errors in {count.words} words, {len(clips())} clips)")
+    assert count.rate <= MAX_WER[variant]
 
 
 def ort_greedy(src: Path, pcm: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -168,8 +151,8 @@ def test_engine_transcribes_a_long_file_in_pieces(gguf):
     assert engine.model_name == "moonshine-tiny"
     result = engine.transcribe_file(AUDIO / "two_cities.wav")
     assert len(result.segments) == 2 and 25 < result.segments[1].start < 30
-    reference = words(next(c["reference"] for c in clips() if c["file"] == "two_cities.wav"))
-    assert word_errors(reference, words(result.text)) <= 3
+    reference = next(c["reference"] for c in clips() if c["file"] == "two_cities.wav")
+    assert count_errors(reference, result.text).errors <= 3
 
 
 @pytest.mark.gpu

@@ -55,7 +55,8 @@ class Kernels:
             if constants:
                 compute["constants"] = {name: float(value) for name, value in constants.items()}
             try:
-                pipeline = self.device.device.create_compute_pipeline(layout="auto", compute=compute, label=f"{file}:{entry}")
+                label = f"{file}:{entry}" + "".join(f" {name}={value:g}" for name, value in sorted(constants.items()))
+                pipeline = self.device.device.create_compute_pipeline(layout="auto", compute=compute, label=label)
             except wgpu.GPUError as error:
                 raise GpuError(f"Kernel {file}:{entry} {constants} fails to build: {error}") from None
             self.pipelines[key] = pipeline

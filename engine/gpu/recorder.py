@@ -26,6 +26,9 @@ the device's error trap and is raised by ``Device.check`` when the submission is
 Every submission ends with a one-thread dispatch that writes its serial number into a mark buffer.
 A read-back copies the mark along with the data: if the driver dropped or cancelled the submission,
 the mark is stale and we raise instead of returning old contents.
+
+``time_kernels`` installs an ``engine.gpu.profile.DispatchTimer``: until ``stop_timing``, each dispatch
+gets a timestamped pass of its own (profiling only; a normal run keeps one pass per submission).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from wgpu.backends.wgpu_native._api import ffi, lib  # the pass's C calls (wgpu 
 from engine.errors import GpuError
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels
+from engine.gpu.profile import CAPACITY, DispatchTimer
 
 SLOT = 256  # minUniformBufferOffsetAlignment on every adapter we target
 SLOTS = 4096  # dispatches per submission before the recorder submits on its own
@@ -115,7 +119,19 @@ class Recorder:
         self.serial = 0
         self.stats = {"dispatches": 0, "bind_groups_created": 0, "submissions": 0}
         self._staging: dict[int, wgpu.GPUBuffer] = {}
+        self.timer: DispatchTimer | None = None
+        self.limit = SLOTS  # dispatches per submission
         self._begin()
+
+    def time_kernels(self) -> DispatchTimer:
+        """Time every dispatch recorded from now on, per kernel (see ``engine.gpu.profile``)."""
+        self.submit()
+        self.timer, self.limit = DispatchTimer(self.device), CAPACITY
+        return self.timer
+
+    def stop_timing(self) -> None:
+        self.submit()
+        self.timer, self.limit = None, SLOTS
 
     def _begin(self) -> None:
         self.encoder = self.device.device.create_command_encoder()
@@ -132,8 +148,19 @@ class Recorder:
         groups: tuple[int, int, int],
     ) -> None:
         """Record one dispatch. Binding 0 is the parameter block, bindings 1.. the buffers in order."""
-        if self.count == SLOTS - 1:  # keep the last slot for the mark
+        if self.count == self.limit - 1:  # keep the last slot for the mark
             self.submit()
+        self._record(pipeline, buffers, params, groups)
+
+    def _record(
+        self,
+        pipeline: wgpu.GPUComputePipeline,
+        buffers: Sequence[wgpu.GPUBuffer],
+        params: Sequence[int | float],
+        groups: tuple[int, int, int],
+    ) -> None:
+        if self.timer is not None:
+            self._timed_pass(pipeline.label)
         index = self.count
         self.packer.pack_into(self.params, index * SLOT, params)
         key = (index, id(pipeline), *map(id, buffers))  # pipelines live as long as the Kernels
@@ -148,6 +175,13 @@ class Recorder:
         lib.wgpuComputePassEncoderDispatchWorkgroups(self.pass_handle, *groups)
         self.count += 1
         self.stats["dispatches"] += 1
+
+    def _timed_pass(self, label: str) -> None:
+        """End the pass under way and begin a timestamped one for the next dispatch."""
+        self.compute.end()
+        self.compute = self.timer.begin_pass(self.encoder, label)
+        self.pass_handle = self.compute._internal
+        self.pipeline = None  # a new pass has no pipeline set
 
     def _bind_group(
         self, index: int, pipeline: wgpu.GPUComputePipeline, buffers: Sequence[wgpu.GPUBuffer]
@@ -183,8 +217,10 @@ class Recorder:
         if self.count == 0:
             return
         self.serial += 1
-        self.dispatch(self.kernels.pipeline("mark.wgsl"), [self.mark], [self.serial], (1, 1, 1))
+        self._record(self.kernels.pipeline("mark.wgsl"), [self.mark], [self.serial], (1, 1, 1))
         self.compute.end()
+        if self.timer is not None:
+            self.timer.resolve(self.encoder)
         try:
             self.device.queue.write_buffer(self.arena, 0, memoryview(self.params)[: self.count * SLOT])
             self.device.queue.submit([self.encoder.finish()])
@@ -193,6 +229,8 @@ class Recorder:
             raise self.device.failure("submitting work", error) from None
         self.stats["submissions"] += 1
         self.device.check()
+        if self.timer is not None:
+            self.timer.collect()
         self._begin()
 
     def _staging_buffer(self, nbytes: int) -> wgpu.GPUBuffer:
