@@ -20,11 +20,9 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QListWidget,
     QListWidgetItem,
     QProgressBar,
     QPushButton,
-    QSplitter,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -34,7 +32,7 @@ from app import assets
 from app.engine_worker import EngineClient
 from app.settings import Settings
 from app.style import COLORS
-from app.widgets import Card, ElidedLabel, PageHeader, format_duration, icon_button, label
+from app.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
 from engine import formats
 
 log = logging.getLogger(__name__)
@@ -171,15 +169,8 @@ class FilesPage(QWidget):
         zone.addStretch(1)
         column.addWidget(self.drop_zone)
 
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.setChildrenCollapsible(False)
-        splitter.setHandleWidth(16)
-        self.queue = QListWidget()
-        self.queue.setObjectName("List")
-        self.queue.setMinimumWidth(260)
-        self.queue.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.queue.currentItemChanged.connect(lambda *_: self._show_selected())
-        splitter.addWidget(self.queue)
+        splitter = ListAndDetail(self._show_selected)
+        self.queue = splitter.list
 
         result = Card()
         self.result_title = label("No transcript yet", "CardTitle")
@@ -210,10 +201,7 @@ class FilesPage(QWidget):
             self.export_buttons[fmt] = button
         exports.addStretch(1)
         result.body.addLayout(exports)
-        splitter.addWidget(result)
-        splitter.setStretchFactor(0, 2)
-        splitter.setStretchFactor(1, 3)
-        splitter.setSizes([300, 460])
+        splitter.set_detail(result)
         column.addWidget(splitter, 1)
 
         client.started.connect(self._on_started)

@@ -15,11 +15,9 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
-    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -30,7 +28,7 @@ from app.history import Entry, History
 from app.settings import Settings
 from app.settings_view import available_models
 from app.style import COLORS
-from app.widgets import Card, ElidedLabel, NoticeBar, PageHeader, format_duration, label
+from app.widgets import Card, ElidedLabel, ListAndDetail, NoticeBar, PageHeader, format_duration, label
 
 
 def when(created: float, now: float | None = None) -> str:
@@ -102,15 +100,8 @@ class HistoryPage(QWidget):
         self.search.textChanged.connect(self._search_timer.start)
         column.addWidget(self.search)
 
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.setChildrenCollapsible(False)
-        splitter.setHandleWidth(16)
-        self.list = QListWidget()
-        self.list.setObjectName("List")
-        self.list.setMinimumWidth(260)
-        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.list.currentItemChanged.connect(lambda *_: self._show_selected())
-        splitter.addWidget(self.list)
+        splitter = ListAndDetail(self._show_selected)
+        self.list = splitter.list
 
         detail = Card()
         titles = QVBoxLayout()
@@ -144,10 +135,7 @@ class HistoryPage(QWidget):
         self.rerun_button.clicked.connect(lambda: self.retranscribe_selected(self.model.currentData()))
         rerun.addWidget(self.rerun_button)
         detail.body.addLayout(rerun)
-        splitter.addWidget(detail)
-        splitter.setStretchFactor(0, 2)
-        splitter.setStretchFactor(1, 3)
-        splitter.setSizes([300, 460])
+        splitter.set_detail(detail)
         self.splitter = splitter
         column.addWidget(splitter, 1)
         self.empty = Card()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 from PySide6.QtCore import Property, QEasingCurve, QPropertyAnimation, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
@@ -12,8 +13,10 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QListWidget,
     QScrollArea,
     QSizePolicy,
+    QSplitter,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -331,3 +334,25 @@ class NoticeBar(QFrame):
     def dismiss(self) -> None:
         self.hide()
         self.closed.emit()
+
+
+class ListAndDetail(QSplitter):
+    """The body of the Files and History pages: ``list`` on the left and, once ``set_detail`` adds it,
+    a detail card on the right, sized 2:3. ``on_select`` runs whenever the list's current item changes."""
+
+    def __init__(self, on_select: Callable[[], None]) -> None:
+        super().__init__(Qt.Orientation.Horizontal)
+        self.setChildrenCollapsible(False)
+        self.setHandleWidth(16)
+        self.list = QListWidget()
+        self.list.setObjectName("List")
+        self.list.setMinimumWidth(260)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.currentItemChanged.connect(lambda *_: on_select())
+        self.addWidget(self.list)
+
+    def set_detail(self, detail: QWidget) -> None:
+        self.addWidget(detail)
+        self.setStretchFactor(0, 2)
+        self.setStretchFactor(1, 3)
+        self.setSizes([300, 460])

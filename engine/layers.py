@@ -40,6 +40,32 @@ class Attention:
     out: Linear
 
 
+@dataclass
+class EncoderBlock:
+    """A pre-norm Transformer encoder block: self-attention, then a two-layer MLP, each after its norm.
+    A norm is a ``Norm`` (Whisper) or a bias-less norm's weight [d] (Moonshine): see ``encoder_block``."""
+
+    norm_attn: Any
+    attn: Attention
+    norm_ffn: Any
+    fc1: Linear  # d -> ffn (Whisper: GELU), or d -> [value, gate] 2*ffn (Moonshine's decoder: SwiGLU)
+    fc2: Linear
+
+
+@dataclass
+class DecoderBlock:
+    """A pre-norm Transformer decoder block: causal self-attention, cross-attention over the encoder's
+    states, then the MLP, each after its norm."""
+
+    norm_self: Any
+    self_attn: Attention
+    norm_cross: Any
+    cross_attn: Attention
+    norm_ffn: Any
+    fc1: Linear
+    fc2: Linear
+
+
 def vector(model_file, ops: Ops, name: str) -> Tensor:
     """A small F32 tensor (norm, bias) uploaded as is."""
     return ops.tensor(model_file.array(name))
@@ -56,6 +82,11 @@ def linear(model_file, ops: Ops, prefix: str) -> Linear:
 
 def norm(model_file, ops: Ops, prefix: str) -> Norm:
     return Norm(vector(model_file, ops, f"{prefix}.weight"), vector(model_file, ops, f"{prefix}.bias"))
+
+
+def norm_weight(model_file, ops: Ops, prefix: str) -> Tensor:
+    """A bias-less LayerNorm (Moonshine's): its weight [D] alone."""
+    return vector(model_file, ops, f"{prefix}.weight")
 
 
 def attention(model_file, ops: Ops, prefix: str) -> Attention:
@@ -79,3 +110,27 @@ def apply(ops: Ops, x: Tensor, layer: Linear, act: str = "none", residual: Tenso
     """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (a decoder's steps)."""
     product = ops.gemv if x.shape[0] == 1 else ops.gemm
     return product(x, layer.weight, layer.bias, act=act, residual=residual)
+
+
+def encoder_block(model_file, ops: Ops, prefix: str, load_norm=norm) -> EncoderBlock:
+    """``prefix.{norm_attn, attn, norm_ffn, ffn.fc1, ffn.fc2}``; ``load_norm``: ``norm`` or ``norm_weight``."""
+    return EncoderBlock(
+        norm_attn=load_norm(model_file, ops, f"{prefix}.norm_attn"),
+        attn=attention(model_file, ops, f"{prefix}.attn"),
+        norm_ffn=load_norm(model_file, ops, f"{prefix}.norm_ffn"),
+        fc1=linear(model_file, ops, f"{prefix}.ffn.fc1"),
+        fc2=linear(model_file, ops, f"{prefix}.ffn.fc2"),
+    )
+
+
+def decoder_block(model_file, ops: Ops, prefix: str, load_norm=norm) -> DecoderBlock:
+    """``prefix.{norm_self, self_attn, norm_cross, cross_attn, norm_ffn, ffn.fc1, ffn.fc2}``."""
+    return DecoderBlock(
+        norm_self=load_norm(model_file, ops, f"{prefix}.norm_self"),
+        self_attn=attention(model_file, ops, f"{prefix}.self_attn"),
+        norm_cross=load_norm(model_file, ops, f"{prefix}.norm_cross"),
+        cross_attn=attention(model_file, ops, f"{prefix}.cross_attn"),
+        norm_ffn=load_norm(model_file, ops, f"{prefix}.norm_ffn"),
+        fc1=linear(model_file, ops, f"{prefix}.ffn.fc1"),
+        fc2=linear(model_file, ops, f"{prefix}.ffn.fc2"),
+    )

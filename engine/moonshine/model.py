@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError, check_interrupt
-from engine.layers import Attention, Linear, apply, attention, conv, linear, vector
+from engine.layers import Attention, Linear, apply, conv, decoder_block, encoder_block, norm_weight, vector
 from engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
@@ -111,26 +111,6 @@ class MoonshineConfig:
 
 
 @dataclass
-class EncoderBlock:
-    norm_attn: Tensor  # LayerNorm weights [d]; Moonshine's norms have no bias
-    attn: Attention
-    norm_ffn: Tensor
-    fc1: Linear  # GELU MLP: d -> ffn -> d
-    fc2: Linear
-
-
-@dataclass
-class DecoderBlock:
-    norm_self: Tensor
-    self_attn: Attention
-    norm_cross: Tensor
-    cross_attn: Attention
-    norm_ffn: Tensor
-    fc1: Linear  # SwiGLU MLP: d -> [value, gate] 2*ffn -> ffn -> d
-    fc2: Linear
-
-
-@dataclass
 class EncoderOutput:
     """One encoded utterance: ``states`` [T, d] and, per decoder layer, a KV cache of that layer's
     cross-attention keys and values of the states (computed once, read at every decoder step)."""
@@ -160,34 +140,14 @@ class MoonshineModel:
         self.config = c = MoonshineConfig.from_model_file(model_file)
         self.stem = [conv(model_file, ops, f"enc.conv.{i}", bias=i > 0) for i in range(3)]
         self.stem_norm = tuple(vector(model_file, ops, f"enc.conv.norm.{part}") for part in ("weight", "bias"))
-        self.enc_blocks = [
-            EncoderBlock(
-                norm_attn=vector(model_file, ops, f"enc.blocks.{i}.norm_attn.weight"),
-                attn=attention(model_file, ops, f"enc.blocks.{i}.attn"),
-                norm_ffn=vector(model_file, ops, f"enc.blocks.{i}.norm_ffn.weight"),
-                fc1=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc1"),
-                fc2=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc2"),
-            )
-            for i in range(c.n_encoder_layers)
-        ]
-        self.enc_final_norm = vector(model_file, ops, "enc.final_norm.weight")
+        self.enc_blocks = [encoder_block(model_file, ops, f"enc.blocks.{i}", norm_weight)
+                           for i in range(c.n_encoder_layers)]
+        self.enc_final_norm = norm_weight(model_file, ops, "enc.final_norm")
         # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
-        self.dec_blocks = [
-            DecoderBlock(
-                norm_self=vector(model_file, ops, f"dec.blocks.{i}.norm_self.weight"),
-                self_attn=attention(model_file, ops, f"dec.blocks.{i}.self_attn"),
-                norm_cross=vector(model_file, ops, f"dec.blocks.{i}.norm_cross.weight"),
-                cross_attn=attention(model_file, ops, f"dec.blocks.{i}.cross_attn"),
-                norm_ffn=vector(model_file, ops, f"dec.blocks.{i}.norm_ffn.weight"),
-                fc1=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc1"),
-                fc2=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc2"),
-            )
-            for i in range(c.n_decoder_layers)
-        ]
-        self.dec_final_norm = vector(model_file, ops, "dec.final_norm.weight")
-
-    # ---- loading ----------------------------------------------------------------------------------
+        self.dec_blocks = [decoder_block(model_file, ops, f"dec.blocks.{i}", norm_weight)
+                           for i in range(c.n_decoder_layers)]
+        self.dec_final_norm = norm_weight(model_file, ops, "dec.final_norm")
 
     # ---- building blocks ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError
-from engine.layers import Attention, Linear, Norm, apply, attention, conv, linear, norm
+from engine.layers import Linear, Norm, apply, conv, decoder_block, encoder_block, norm
 from engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
@@ -86,26 +86,6 @@ class WhisperConfig:
 
 
 @dataclass
-class EncoderBlock:
-    norm_attn: Norm
-    attn: Attention
-    norm_ffn: Norm
-    fc1: Linear
-    fc2: Linear
-
-
-@dataclass
-class DecoderBlock:
-    norm_self: Norm
-    self_attn: Attention
-    norm_cross: Norm
-    cross_attn: Attention
-    norm_ffn: Norm
-    fc1: Linear
-    fc2: Linear
-
-
-@dataclass
 class EncoderOutput:
     """The encoded window: ``states`` [n_audio_ctx, d] and, per decoder layer, a KV cache holding that
     layer's cross-attention keys and values of the states (computed once, read at every decoder step)."""
@@ -133,39 +113,17 @@ class WhisperModel:
         self.conv0 = conv(model_file, ops, "enc.conv.0")
         self.conv1 = conv(model_file, ops, "enc.conv.1")
         self.enc_positions = ops.tensor(model_file.array("enc.pos_emb.weight"))  # [n_audio_ctx, d]
-        self.enc_blocks = [
-            EncoderBlock(
-                norm_attn=norm(model_file, ops, f"enc.blocks.{i}.norm_attn"),
-                attn=attention(model_file, ops, f"enc.blocks.{i}.attn"),
-                norm_ffn=norm(model_file, ops, f"enc.blocks.{i}.norm_ffn"),
-                fc1=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc1"),
-                fc2=linear(model_file, ops, f"enc.blocks.{i}.ffn.fc2"),
-            )
-            for i in range(c.n_audio_layer)
-        ]
+        self.enc_blocks = [encoder_block(model_file, ops, f"enc.blocks.{i}") for i in range(c.n_audio_layer)]
         self.enc_final_norm = norm(model_file, ops, "enc.final_norm")
         # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
         self.dec_positions = ops.tensor(model_file.array("dec.pos_emb.weight"))  # [n_text_ctx, d]
-        self.dec_blocks = [
-            DecoderBlock(
-                norm_self=norm(model_file, ops, f"dec.blocks.{i}.norm_self"),
-                self_attn=attention(model_file, ops, f"dec.blocks.{i}.self_attn"),
-                norm_cross=norm(model_file, ops, f"dec.blocks.{i}.norm_cross"),
-                cross_attn=attention(model_file, ops, f"dec.blocks.{i}.cross_attn"),
-                norm_ffn=norm(model_file, ops, f"dec.blocks.{i}.norm_ffn"),
-                fc1=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc1"),
-                fc2=linear(model_file, ops, f"dec.blocks.{i}.ffn.fc2"),
-            )
-            for i in range(c.n_text_layer)
-        ]
+        self.dec_blocks = [decoder_block(model_file, ops, f"dec.blocks.{i}") for i in range(c.n_text_layer)]
         self.dec_final_norm = norm(model_file, ops, "dec.final_norm")
         # Per-layer KV cache sets of encoder outputs and decoder sessions that were dropped, handed out
         # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
         self._spare_cross_caches: list[list[Any]] = []
         self._spare_self_caches: list[list[Any]] = []
-
-    # ---- loading ----------------------------------------------------------------------------------
 
     # ---- building blocks ----------------------------------------------------------------------------
 
