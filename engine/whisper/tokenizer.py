@@ -57,18 +57,14 @@ class Tokenizer:
             raise ValueError(f"{len(tokens)} tokens but {len(token_types)} token types")
         self.tokens = list(tokens)
         self._byte_encoder = bytes_to_unicode()
-        byte_decoder = {c: b for b, c in self._byte_encoder.items()}
+        self._byte_decoder = {c: b for b, c in self._byte_encoder.items()}
         self._specials = {t: i for i, (t, kind) in enumerate(zip(tokens, token_types)) if kind == CONTROL_TOKEN_TYPE}
         notimestamps = self._specials.get("<|notimestamps|>")
         # Ids from here up are timestamps whether or not the list spells them out.
         self.timestamp_begin = notimestamps + 1 if notimestamps is not None else len(tokens)
         self._special_ids = frozenset(self._specials.values())
-        self._vocab: dict[str, int] = {}
-        self._bytes: dict[int, bytes] = {}
-        for i, text in enumerate(tokens[: self.timestamp_begin]):
-            if i not in self._special_ids:
-                self._vocab[text] = i
-                self._bytes[i] = bytes(byte_decoder[c] for c in text)
+        self._vocab = {text: i for i, text in enumerate(tokens[: self.timestamp_begin]) if i not in self._special_ids}
+        self._bytes: dict[int, bytes] = {}  # a text token's bytes, filled as tokens are decoded (50k up front: 0.1 s)
         self._ranks: dict[tuple[str, str], int] = {}
         for rank, merge in enumerate(merges):
             first, second = merge.split(" ")
@@ -136,8 +132,9 @@ class Tokenizer:
         out = bytearray()
         for i in ids:
             i = int(i)
-            if i in self._bytes:
-                out += self._bytes[i]
+            text_bytes = self._text_bytes(i)
+            if text_bytes is not None:
+                out += text_bytes
                 continue
             text = self._control_text(i)  # raises on an id the model can't produce
             if not skip_special:
@@ -147,17 +144,26 @@ class Tokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes a text token stands for (b'' for special and timestamp tokens); a token may hold part
         of a UTF-8 character, which is why word-level code should join bytes before decoding."""
-        if token_id in self._bytes:
-            return self._bytes[token_id]
+        text_bytes = self._text_bytes(token_id)
+        if text_bytes is not None:
+            return text_bytes
         self._control_text(token_id)
         return b""
 
     def token_text(self, token_id: int) -> str:
         """Display text of one token: its text ('Ġthe' -> ' the'; a partial UTF-8 character becomes U+FFFD),
         or '<|en|>' / '<|1.24|>' for special and timestamp tokens."""
-        if token_id in self._bytes:
-            return self._bytes[token_id].decode("utf-8", errors="replace")
+        text_bytes = self._text_bytes(token_id)
+        if text_bytes is not None:
+            return text_bytes.decode("utf-8", errors="replace")
         return self._control_text(token_id)
+
+    def _text_bytes(self, token_id: int) -> bytes | None:
+        """The bytes of a text token; None for special, timestamp and unknown ids."""
+        found = self._bytes.get(token_id)
+        if found is None and 0 <= token_id < self.timestamp_begin and token_id not in self._special_ids:
+            found = self._bytes[token_id] = bytes(self._byte_decoder[c] for c in self.tokens[token_id])
+        return found
 
     def _control_text(self, token_id: int) -> str:
         if self.is_timestamp(token_id):
