@@ -15,11 +15,12 @@ import soundfile
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from e2e.app_process import AppProcess  # noqa: E402
-from e2e.fixtures import desktop  # noqa: E402, F401
+from e2e.fixtures import desktop, system_tray  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
 from conftest import JFK_WORDS, SHARED, reference_words, words  # noqa: E402
+
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
 BECKETT = SHARED / "audio" / "beckett.wav"
@@ -123,3 +124,27 @@ def test_text_stays_in_sayso_when_the_focus_moves(sayso, desktop, windows, tmp_p
     assert first.text == "" and second.text == ""
     last_text = words(_history_rows(sayso.data)[-1][0])
     assert last_text.startswith("and so my fellow americans")  # kept in History (and shown in the window)
+
+
+def visible_windows(title: str) -> list[str]:
+    """Ids of the mapped windows whose title matches ``title`` (a regular expression)."""
+    found = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", title], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def test_hidden_start_waits_in_the_tray_and_its_icon_opens_the_window(desktop, system_tray, tmp_path):
+    """`sayso --hidden` on a desktop with a system tray (trayer): no window, Sayso's icon in the tray;
+    a click on the icon opens the window."""
+    settings = {"model": str(MODEL), "device": "cpu", "hotkey": "ctrl+alt+f9", "cues": False}
+    app = AppProcess(tmp_path / "sayso-data", settings, "--hidden")
+    try:
+        app.wait_for_log(r"Sayso is ready", timeout=600)
+        (icon,) = system_tray.icons()
+        assert visible_windows("^Sayso$") == []
+        xdotool("mousemove", str(icon[0]), str(icon[1]), "click", "1")
+        deadline = time.monotonic() + 10
+        while not visible_windows("^Sayso$") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(visible_windows("^Sayso$")) == 1, "a click on the tray icon did not open the window"
+    finally:
+        assert app.stop() == 0, "\n".join(app.log[-30:])

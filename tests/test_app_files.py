@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from app.coordinator import Coordinator  # noqa: E402
 
 from conftest import SHARED  # noqa: E402
+
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
 TIMESTAMP = r"(\d\d):(\d\d):(\d\d),(\d\d\d)"

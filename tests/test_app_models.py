@@ -20,6 +20,7 @@ from e2e.fake_hub import CHUNK, fake_hub, gguf_bytes  # noqa: E402, F401 - fixtu
 from engine import hub, models  # noqa: E402
 
 from conftest import SHARED  # noqa: E402
+
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 
 

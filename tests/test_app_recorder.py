@@ -15,6 +15,7 @@ from app.recorder import Recorder, level_of, rescan_devices  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
 from conftest import SHARED  # noqa: E402
+
 JFK = SHARED / "audio" / "jfk.wav"
 
 

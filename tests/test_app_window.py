@@ -17,6 +17,7 @@ from app.settings import Settings  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
 from conftest import SHARED, words  # noqa: E402
+
 MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 JFK = SHARED / "audio" / "jfk.wav"
 

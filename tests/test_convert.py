@@ -23,6 +23,7 @@ from engine.errors import ModelFileError, SaysoError
 from engine.gguf.reader import ModelFile
 
 from conftest import JFK_WORDS, SHARED, words
+
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 LAYOUT_NOTES = SHARED / "notes" / "transcribe-cpp-whisper-gguf-layout.txt"
 JFK = SHARED / "audio" / "jfk.wav"

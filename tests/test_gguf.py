@@ -16,6 +16,7 @@ from engine.gguf.reader import ModelFile
 from engine.gguf.writer import Meta, TensorOut, write_gguf
 
 from conftest import SHARED
+
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 
 SMALL_METADATA = [

@@ -23,6 +23,7 @@ from engine.gguf.reader import ModelFile
 from engine.moonshine.tokenizer import Tokenizer
 
 from conftest import JFK_WORDS, SHARED, words
+
 JFK = SHARED / "audio" / "jfk.wav"
 SIZES = {"moonshine-tiny": (288, 6, 1152, 160), "moonshine-base": (416, 8, 1664, 210)}
 """variant -> (d_model, layers, ffn_dim, tensor count) of UsefulSensors' released models."""

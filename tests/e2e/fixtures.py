@@ -10,9 +10,9 @@ import atexit
 
 import pytest
 
-from e2e.services import Pulse, XServer, start_pulse, start_xvfb
+from e2e.services import Pulse, SystemTray, XServer, start_pulse, start_tray, start_xvfb
 
-_started: dict[str, XServer | Pulse] = {}
+_started: dict[str, XServer | Pulse | SystemTray] = {}
 
 
 def _once(name: str, start):
@@ -52,3 +52,9 @@ def desktop():
         for key, value in sound.env.items():
             patch.setenv(key, value)
         yield sound
+
+
+@pytest.fixture(scope="module")
+def system_tray(desktop) -> SystemTray:
+    """A system tray (trayer's panel) on the desktop's X display, for apps started after it."""
+    return _once("tray", lambda: start_tray(_started["x"].display))

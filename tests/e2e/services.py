@@ -11,6 +11,7 @@ the app's microphone hears; a silent low-latency ``pacat`` keeps the monitor flo
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -29,6 +30,8 @@ APT_PACKAGES = {
     "pactl": "pulseaudio-utils",
     "paplay": "pulseaudio-utils",
     "pacat": "pulseaudio-utils",
+    "trayer": "trayer",
+    "xwininfo": "x11-utils",
 }
 SINK = "vsink"
 
@@ -88,6 +91,60 @@ def start_xvfb() -> XServer:
         process.kill()
         raise
     return XServer(display, process)
+
+
+@dataclass
+class SystemTray:
+    """trayer's panel, docked at the top right of an X display: a system tray (XEmbed) for the apps on it."""
+
+    display: str
+    process: subprocess.Popen
+
+    def icons(self) -> list[tuple[int, int]]:
+        """The screen centres of the icons embedded in the panel, left to right."""
+        tree = subprocess.run(["xwininfo", "-root", "-tree"], env={**os.environ, "DISPLAY": self.display},
+                              capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+        panel = next((i for i, line in enumerate(tree) if '("panel" "trayer")' in line), None)
+        if panel is None:
+            return []
+        depth = len(tree[panel]) - len(tree[panel].lstrip())
+        centres = []
+        for line in tree[panel + 1 :]:
+            if line.strip() and len(line) - len(line.lstrip()) <= depth:
+                break  # past the panel's descendants
+            # an embedded client: a named window, "WxH+x+y  +absx+absy"
+            found = re.search(r'^\s+0x[0-9a-f]+ "[^"]*": \(.*\)\s+(\d+)x(\d+)\+-?\d+\+-?\d+\s+\+(-?\d+)\+(-?\d+)', line)
+            if found:
+                w, h, x, y = map(int, found.groups())
+                centres.append((x + w // 2, y + h // 2))
+        return sorted(centres)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_tray(display: str) -> SystemTray:
+    """trayer on ``display``; returns once its panel is mapped."""
+    require("trayer", "xwininfo")
+    process = subprocess.Popen(
+        ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "24",
+         "--transparent", "false", "--expand", "true"],
+        env={**os.environ, "DISPLAY": display}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    tray = SystemTray(display, process)
+
+    def panel_mapped() -> bool:
+        tree = subprocess.run(["xwininfo", "-root", "-tree"], env={**os.environ, "DISPLAY": display},
+                              capture_output=True, text=True).stdout  # fmt: skip
+        return '("panel" "trayer")' in tree
+
+    try:
+        _wait(panel_mapped, 15, "trayer's panel")
+    except RuntimeError:
+        process.kill()
+        raise
+    return tray
 
 
 @dataclass
