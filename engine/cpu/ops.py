@@ -6,8 +6,9 @@ working on whole arrays, and from running the big operations on every core at on
 cleverness that would hide a mistake.
 
 Threads: numpy's elementwise work (GELU, softmax, norms) runs on one core, and that is most of an
-encoder's time. So the big operations split their rows (or, for one row, a GEMV's columns) into one
-block per core and run the blocks in a thread pool: numpy and BLAS release the GIL while they work.
+encoder's time. So the big operations (GEMMs with their epilogues, attention, norms, softmax, Q8_0
+dequantization) split their rows into one block per core and run the blocks in a thread pool: numpy
+and BLAS release the GIL while they work.
 While blocks run, BLAS is limited to one thread per call (``threadpoolctl``), since the blocks already
 fill the cores and two levels of threads would fight over them; a single call (a decoder step's
 GEMV) keeps BLAS's own threads, which hand work out faster than a Python pool can.
@@ -111,8 +112,7 @@ def gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # next GEMM's BLAS ten times slower (Whisper's last FFN layer: 90 ms instead of 7). The values
         # kept instead are within 1e-35 of the true ones.
         np.minimum(z, np.float32(9.0), out=z)
-        tail = erfc_nonnegative(z)
-        phi = tail
+        phi = erfc_nonnegative(z)
         phi *= np.float32(0.5)  # Φ(-|x|): Φ(x) where x < 0
         np.subtract(np.float32(1.0), phi, out=phi, where=xc >= 0)  # 1 - Φ(-x) where x >= 0
         np.multiply(xc, phi, out=result[start : start + _CHUNK])  # may overwrite x itself: read last
