@@ -1,10 +1,11 @@
 """Sayso's engine: models, backends and audio, with no Qt.
 
-ONNX Runtime (it runs the voice activity model) ships Microsoft's telemetry client on Linux too: on
-import it writes a device id under ~/.cache/Microsoft and a session file in the temp folder, and soon
-after it looks up mobile.events.data.microsoft.com to send events. What people dictate stays on their
-computer, and so does the fact that they use Sayso: its own switch turns it off, set here because
-this package is imported before anything that imports onnxruntime.
+ONNX Runtime (the Moonshine converter reads the ORT files of Moonshine's packages with it) ships
+Microsoft's telemetry client on Linux too: on import it writes a device id under ~/.cache/Microsoft
+and a session file in the temp folder, and soon after it looks up mobile.events.data.microsoft.com
+to send events. What people dictate stays on their computer, and so does the fact that they use
+Sayso: its own switch turns it off, set here because this package is imported before anything that
+imports onnxruntime.
 """
 
 import os

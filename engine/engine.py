@@ -18,7 +18,8 @@ import numpy as np
 
 from engine import audio, families, models
 from engine.backend import DeviceChoice, make_ops
-from engine.vad import PAUSE_SECONDS, SileroModel, Vad
+from engine.silero import SileroModel
+from engine.vad import PAUSE_SECONDS, Vad
 from engine.errors import AudioError, SaysoError
 from engine.gguf.reader import ModelFile
 from engine.segmenter import SAMPLE_RATE, pieces

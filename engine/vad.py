@@ -7,9 +7,10 @@ also spares the model the pauses before and after the words.
 
 The model is the ONNX file from the ``silero-vad`` package on PyPI. That package depends on PyTorch,
 which Sayso doesn't need, so the wheel is fetched on its own with pip (``download_wheel``, no
-dependencies) into Sayso's data folder and only the ONNX file is kept; onnxruntime runs it. It reads
-512 samples (32 ms at 16 kHz) at a time, with the 64 samples before them as context and a recurrent
-state carried from window to window, and gives the probability that the window holds speech.
+dependencies) into Sayso's cache folder and only the ONNX file is kept; ``engine.silero`` runs its
+network in numpy with the file's weights. It reads 512 samples (32 ms at 16 kHz) at a time, with the
+64 samples before them as context and a recurrent state carried from window to window, and gives the
+probability that the window holds speech.
 
 Windows are turned into speech segments as Silero's ``get_speech_timestamps`` does (hysteresis between
 two thresholds, short blips dropped, a margin around each segment). The same ``Vad`` object serves a
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import threading
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -30,10 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import SaysoError
+from engine.silero import CONTEXT, STATE_SHAPE, WINDOW, SileroModel
 
 SAMPLE_RATE = 16000
-WINDOW = 512  # samples per probability (32 ms)
-CONTEXT = 64  # samples of the previous window the model sees before each window
 THRESHOLD = 0.5  # a window at or above this starts speech
 NEG_THRESHOLD = 0.35  # a window below this, in speech, may end it (Silero's threshold - 0.15)
 MIN_SPEECH = 4000  # samples (0.25 s): shorter bursts are clicks or breaths, not words
@@ -100,35 +99,6 @@ def _fetch(path: Path, progress) -> None:
         progress(1.0, "Voice activity detection ready")
 
 
-class SileroModel:
-    """One onnxruntime session of Silero VAD; ``run`` is thread-safe, so every ``Vad`` shares it."""
-
-    _shared: SileroModel | None = None
-    _lock = threading.Lock()
-
-    def __init__(self, path: Path):
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        options.inter_op_num_threads = 1  # a window is 0.3 ms of work: threads would cost more than they give
-        options.intra_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._rate = np.array(SAMPLE_RATE, np.int64)
-
-    @classmethod
-    def shared(cls, progress=None) -> SileroModel:
-        """The process's model, loaded (and if need be fetched) on first use."""
-        with cls._lock:
-            if cls._shared is None:
-                cls._shared = cls(model_path(progress))
-            return cls._shared
-
-    def run(self, window: np.ndarray, state: np.ndarray) -> tuple[float, np.ndarray]:
-        """Speech probability of ``window`` [CONTEXT + WINDOW] and the state after it ([2, 1, 128])."""
-        probability, state = self.session.run(None, {"input": window[None], "state": state, "sr": self._rate})
-        return float(probability[0, 0]), state
-
-
 class Vad:
     """Silero VAD over audio that arrives in chunks of any size (or all at once).
 
@@ -142,7 +112,7 @@ class Vad:
         self.pause = int(round(pause * SAMPLE_RATE))
         self.samples = 0  # fed so far
         self.probabilities: list[float] = []  # one per complete window
-        self._state = np.zeros((2, 1, 128), np.float32)
+        self._state = np.zeros(STATE_SHAPE, np.float32)
         self._context = np.zeros(CONTEXT, np.float32)
         self._pending = np.zeros(0, np.float32)  # samples after the last complete window
 
@@ -152,11 +122,13 @@ class Vad:
         self.samples += len(chunk)
         pending = np.concatenate([self._pending, chunk])
         complete = len(pending) // WINDOW * WINDOW
-        for start in range(0, complete, WINDOW):
-            window = np.concatenate([self._context, pending[start : start + WINDOW]])
-            probability, self._state = self.model.run(window, self._state)
-            self.probabilities.append(probability)
-            self._context = window[-CONTEXT:]
+        if complete:
+            # each window with the CONTEXT samples before it: overlapping views of one array
+            stream = np.concatenate([self._context, pending[:complete]])
+            windows = np.lib.stride_tricks.sliding_window_view(stream, CONTEXT + WINDOW)[::WINDOW]
+            probabilities, self._state = self.model.run(windows, self._state)
+            self.probabilities.extend(probabilities.tolist())
+            self._context = stream[-CONTEXT:]
         self._pending = pending[complete:]
         return self.status()
 
@@ -170,7 +142,7 @@ class Vad:
         probabilities = self.probabilities
         if len(self._pending):
             last = np.concatenate([self._context, self._pending, np.zeros(WINDOW - len(self._pending), np.float32)])
-            probabilities = [*probabilities, self.model.run(last, self._state)[0]]
+            probabilities = [*probabilities, float(self.model.run(last[None], self._state)[0][0])]
         raw, _ = _raw_segments(probabilities, self.samples)
         return _padded(raw, self.samples)
 

@@ -126,9 +126,10 @@ def test_text_stays_in_sayso_when_the_focus_moves(sayso, desktop, windows, tmp_p
     assert last_text.startswith("and so my fellow americans")  # kept in History (and shown in the window)
 
 
-def visible_windows(title: str) -> list[str]:
-    """Ids of the mapped windows whose title matches ``title`` (a regular expression)."""
-    found = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", title], capture_output=True, text=True)
+def visible_windows(app: AppProcess, title: str) -> list[str]:
+    """Ids of ``app``'s mapped windows whose title matches ``title`` (a regular expression)."""
+    search = ["xdotool", "search", "--all", "--onlyvisible", "--pid", str(app.process.pid), "--name", title]
+    found = subprocess.run(search, capture_output=True, text=True)
     return found.stdout.split()
 
 
@@ -140,11 +141,11 @@ def test_hidden_start_waits_in_the_tray_and_its_icon_opens_the_window(desktop, s
     try:
         app.wait_for_log(r"Sayso is ready", timeout=600)
         (icon,) = system_tray.icons()
-        assert visible_windows("^Sayso$") == []
+        assert visible_windows(app, "^Sayso$") == []
         xdotool("mousemove", str(icon[0]), str(icon[1]), "click", "1")
         deadline = time.monotonic() + 10
-        while not visible_windows("^Sayso$") and time.monotonic() < deadline:
+        while not visible_windows(app, "^Sayso$") and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(visible_windows("^Sayso$")) == 1, "a click on the tray icon did not open the window"
+        assert len(visible_windows(app, "^Sayso$")) == 1, "a click on the tray icon did not open the window"
     finally:
         assert app.stop() == 0, "\n".join(app.log[-30:])

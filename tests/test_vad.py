@@ -1,5 +1,6 @@
-"""Voice activity: Silero VAD's segments of the shared clips, the same whatever the chunks; a take without
-speech gives no text (never Whisper's "Thank you." or "you"), offline and streamed; hands-free status."""
+"""Voice activity: Silero VAD's network in numpy against onnxruntime; its segments of the shared clips, the
+same whatever the chunks; a take without speech gives no text (never Whisper's "Thank you." or "you"),
+offline and streamed; hands-free status."""
 
 from __future__ import annotations
 
@@ -54,6 +55,26 @@ def noises() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("kind", ["silence", "white noise", "brown noise"])
 def test_no_speech_in_silence_or_noise(kind):
     assert speech_segments(noises()[kind]) == []
+
+
+@pytest.mark.parametrize("clip", ["jfk.wav", "white noise"])
+def test_numpy_network_gives_onnxruntimes_probabilities(clip):
+    """``engine.silero`` runs Silero's network in numpy with the ONNX file's weights, a run of windows
+    at once; onnxruntime runs the same file one window at a time, as Silero's own code does."""
+    import onnxruntime
+
+    pcm = noises()[clip] if clip in noises() else load_audio(AUDIO / clip)
+    session = onnxruntime.InferenceSession(str(model_path()), providers=["CPUExecutionProvider"])
+    state, context, theirs = np.zeros((2, 1, 128), np.float32), np.zeros(64, np.float32), []
+    for start in range(0, len(pcm) // 512 * 512, 512):
+        window = np.concatenate([context, pcm[start : start + 512]])
+        probability, state = session.run(None, {"input": window[None], "state": state, "sr": np.array(SAMPLE_RATE)})
+        theirs.append(float(probability[0, 0]))
+        context = window[-64:]
+    vad = Vad()
+    vad.feed(pcm)
+    np.testing.assert_allclose(vad.probabilities, theirs, atol=1e-5)
+    np.testing.assert_allclose(vad._state, state, atol=1e-4)
 
 
 @pytest.fixture(scope="module")
