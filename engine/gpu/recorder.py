@@ -112,6 +112,7 @@ class Recorder:
         self.params = bytearray(SLOT * SLOTS)
         self.packer = ParamPacker()
         self.mark = device.buffer(16, label="submission-mark")
+        self.mark_pipeline = kernels.pipeline("mark.wgsl")
         # (index, id(pipeline), *ids of buffers) -> bind group. An id is only unique while its object
         # lives: a buffer's entries go when it is collected (``_forget``), before its id can return.
         self.bind_groups: dict[tuple[int, ...], wgpu.GPUBindGroup] = {}
@@ -148,17 +149,8 @@ class Recorder:
         groups: tuple[int, int, int],
     ) -> None:
         """Record one dispatch. Binding 0 is the parameter block, bindings 1.. the buffers in order."""
-        if self.count == self.limit - 1:  # keep the last slot for the mark
+        if self.count == self.limit - 1 and pipeline is not self.mark_pipeline:  # the last slot is the mark's
             self.submit()
-        self._record(pipeline, buffers, params, groups)
-
-    def _record(
-        self,
-        pipeline: wgpu.GPUComputePipeline,
-        buffers: Sequence[wgpu.GPUBuffer],
-        params: Sequence[int | float],
-        groups: tuple[int, int, int],
-    ) -> None:
         if self.timer is not None:
             self._timed_pass(pipeline.label)
         index = self.count
@@ -217,7 +209,7 @@ class Recorder:
         if self.count == 0:
             return
         self.serial += 1
-        self._record(self.kernels.pipeline("mark.wgsl"), [self.mark], [self.serial], (1, 1, 1))
+        self.dispatch(self.mark_pipeline, [self.mark], [self.serial], (1, 1, 1))
         self.compute.end()
         if self.timer is not None:
             self.timer.resolve(self.encoder)
