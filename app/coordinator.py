@@ -156,6 +156,7 @@ class Coordinator(QObject):
 
     def quit(self) -> None:
         self.shutdown()
+        self.window.quitting = True  # else, with a tray, the open window would hide itself and stop the quit
         QApplication.quit()
 
     def shutdown(self) -> None:

@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
     def __init__(self, pages: dict[str, QWidget]):
         """``pages``: every page of ``PAGES`` but the Models page, by key."""
         super().__init__()
+        self.quitting = False  # set by the coordinator when Sayso quits: then the window may close
         self.setWindowTitle("Sayso")
         self.setWindowIcon(assets.app_icon())
         self.setAcceptDrops(True)
@@ -178,5 +179,8 @@ class MainWindow(QMainWindow):
             self.files_dropped.emit(paths)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        if self.quitting:  # Qt closes every window on quit: refusing would cancel the quit
+            event.accept()
+            return
         event.ignore()
         self.close_requested.emit()
