@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.cpu.ops import sigmoid
 from engine.errors import ModelFileError
 from engine.onnx_constants import constants
 
@@ -29,10 +30,6 @@ STATE_SHAPE = (2, 1, 128)  # the LSTM's (h, c), as the ONNX model takes and retu
 _BRANCH = "If_0_then_branch__Inline_0__"  # the ONNX graph's 16 kHz branch (the other is 8 kHz)
 _N_FFT, _HOP = 256, 128
 _STRIDES = (1, 2, 2, 1)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow for large |x|
 
 
 class SileroModel:
@@ -86,11 +83,11 @@ class SileroModel:
         outputs = np.empty_like(features)
         for t, gates in enumerate(inputs):
             gates = gates + h @ self.w_hh
-            ifo, g = _sigmoid(gates[:384]), np.tanh(gates[384:])
+            ifo, g = sigmoid(gates[:384]), np.tanh(gates[384:])
             c = ifo[128:256] * c + ifo[:128] * g
             h = ifo[256:] * np.tanh(c)
             outputs[t] = h
-        probabilities = _sigmoid(np.maximum(outputs, 0.0) @ self.w_out + self.b_out)
+        probabilities = sigmoid(np.maximum(outputs, 0.0) @ self.w_out + self.b_out)
         return probabilities, np.stack([h, c])[:, None, :]
 
     def _encode(self, windows: np.ndarray) -> np.ndarray:

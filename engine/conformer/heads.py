@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.conformer.weights import Linear, linear
+from engine.cpu.ops import sigmoid
 from engine.errors import ModelFileError
 from engine.gguf.reader import ModelFile
 from engine.ops import Ops, Tensor
@@ -39,10 +40,6 @@ class Emission:
     frame: int
     duration: int
     probability: float
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.float32(0.5) * (np.float32(1) + np.tanh(np.float32(0.5) * x))
 
 
 def _softmax_probability(logits: np.ndarray, index: int) -> float:
@@ -79,8 +76,8 @@ class Predictor:
         for i, layer in enumerate(self.layers):
             gates = layer.wx @ x + layer.wh @ h_prev[i] + layer.bias
             i_gate, f_gate, g_gate, o_gate = np.split(gates, 4)
-            c_new[i] = _sigmoid(f_gate) * c_prev[i] + _sigmoid(i_gate) * np.tanh(g_gate)
-            h_new[i] = _sigmoid(o_gate) * np.tanh(c_new[i])
+            c_new[i] = sigmoid(f_gate) * c_prev[i] + sigmoid(i_gate) * np.tanh(g_gate)
+            h_new[i] = sigmoid(o_gate) * np.tanh(c_new[i])
             x = h_new[i]
         return x, (h_new, c_new)
 
