@@ -26,6 +26,7 @@ Conventions that hold for every method:
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -104,6 +105,12 @@ class Ops(abc.ABC):
     @abc.abstractmethod
     def read(self, x: Tensor) -> np.ndarray:
         """Return ``x`` as a numpy array (float32, or uint32 for ids); submits pending GPU work."""
+
+    def read_later(self, x: Tensor) -> Callable[[], np.ndarray]:
+        """Start reading ``x`` back as it is now; the function returned gives it, waiting if it must.
+        Between the two a GPU backend can record more work and run it (the CPU backend reads at once)."""
+        value = self.read(x)
+        return lambda: value
 
     def describe(self) -> str:
         """One line saying what this backend runs on (logs, ``sayso doctor``, benchmarks)."""
@@ -275,6 +282,11 @@ class Ops(abc.ABC):
     def read_whisper_selection(self, selection: Any) -> tuple[np.ndarray, np.ndarray]:
         """The tokens chosen so far, uint32 [n], and their log-probabilities, float64 [n], in order;
         the last token is EOT if it was chosen. Submits pending GPU work and waits for it."""
+
+    def read_whisper_selection_later(self, selection: Any) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """``read_whisper_selection`` as of now, given by the function returned (see ``read_later``)."""
+        value = self.read_whisper_selection(selection)
+        return lambda: value
 
     @abc.abstractmethod
     def kv_cache(self, n_heads: int, head_dim: int, capacity: int) -> Any:

@@ -28,6 +28,15 @@ def test_round_trip_of_floats_and_ids(gpu_ops):
     np.testing.assert_array_equal(gpu_ops.read(gpu_ops.ids(ids)), ids)
 
 
+def test_read_later_gives_the_buffer_as_it_was_when_asked(gpu_ops):
+    x = gpu_ops.tensor(np.ones(4, np.float32))
+    first = gpu_ops.read_later(x)
+    gpu_ops.device.queue.write_buffer(x.buffer, 0, np.full(4, 2.0, np.float32))  # lands after first's copy
+    second = gpu_ops.read_later(x)
+    np.testing.assert_array_equal(second(), 2.0)  # collected in either order, each from its own copy
+    np.testing.assert_array_equal(first(), 1.0)
+
+
 def test_repeated_sequence_creates_no_new_bind_groups(gpu_ops):
     recorder = gpu_ops.recorder
     mark = gpu_ops.empty((4,), np.uint32)

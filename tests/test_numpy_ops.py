@@ -15,6 +15,7 @@ from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
 from engine.cpu.ops import NumpyOps
+from engine.cpu.q8_matmul import VOCABULARY_ROWS, Q8Weight
 from engine.ops import WeightSource
 
 ops = NumpyOps()
@@ -38,6 +39,29 @@ def test_weight_dequantizes_q8_0_f16_f32_like_gguf():
     np.testing.assert_array_equal(ops.weight(WeightSource("w", "F16", (8, 64), values.astype(np.float16))),
                                   values.astype(np.float16).astype(np.float32))
     np.testing.assert_array_equal(ops.weight(WeightSource("w", "F32", (8, 64), values)), values)
+
+
+def test_vocabulary_sized_q8_0_weight_stays_in_8_bits():
+    """A token table (at least VOCABULARY_ROWS rows) stays Q8_0: its rows are gguf's dequantized rows
+    exactly, and its products, whose activations are quantized to 8 bits per block of 32 (as in
+    transcribe.cpp's CPU build), are within that rounding of the exact product."""
+    n, k = VOCABULARY_ROWS, 96
+    blocks = gguf_quantize(randn(n, k), GGMLQuantizationType.Q8_0)
+    table = ops.weight(WeightSource("token_embd", "Q8_0", (n, k), blocks))
+    assert isinstance(table, Q8Weight) and table.shape == (n, k)
+    dense = gguf_dequantize(blocks, GGMLQuantizationType.Q8_0).astype(np.float64)
+    ids = np.array([0, 7, n - 1], np.uint32)
+    np.testing.assert_array_equal(ops.embed(ids, table, None, 0), dense[ids].astype(np.float32))
+
+    a, bias, residual = randn(2, k), randn(n), randn(2, n)
+    got = ops.gemm(a, table, bias, "none", residual, alpha=0.5)
+    want = residual + 0.5 * (a @ dense.T + bias)
+    # each activation moves by at most half a step of its block's scale, max|block| / 127
+    half_step = (np.abs(a).reshape(2, k // 32, 32).max(axis=-1) / 127 / 2).repeat(32, axis=-1)
+    bound = 0.5 * half_step @ np.abs(dense).T + 1e-4
+    assert (np.abs(got - want) <= bound).all()
+    assert np.abs(got - want).max() > 1e-6  # quantized indeed: the float32 product would be closer
+    np.testing.assert_array_equal(ops.gemv(a[:1], table), ops.gemm(a[:1], table))
 
 
 def test_gelu_is_exact_erf_form():

@@ -190,6 +190,7 @@ def test_second_window_allocates_nothing(gpu_ops, model_file, tokenizer, monkeyp
     assert recorder.stats["bind_groups_created"] == before["bind_groups_created"]
     assert pool.allocated_bytes == allocated
     # Submissions: the encoder (the prefill's id upload sends it), the SOT prefill (read back), the
-    # first choice, then one per batch of steps; no step reads anything back on its own.
+    # first choice, then one per batch of steps up to EOT's and the one recorded ahead of its read;
+    # no step reads anything back on its own.
     batches = -(-len(second.tokens) // gpu_ops.decode_steps_per_read)  # choices after the first, with EOT
-    assert recorder.stats["submissions"] - before["submissions"] == 3 + batches
+    assert recorder.stats["submissions"] - before["submissions"] == 3 + batches + 1

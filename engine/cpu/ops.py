@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from engine.cpu.q8_matmul import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, VOCABULARY_ROWS, Q8Weight
 from engine.ops import Activation, Ops, WeightSource, WhisperRules
-
-_Q8_0_BLOCK = 32  # values per Q8_0 block: one float16 scale, then 32 int8
-_Q8_0_BLOCK_BYTES = 2 + _Q8_0_BLOCK
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
 # z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.
@@ -61,6 +59,14 @@ def in_blocks(extent: int, work_size: int, work: Callable[[slice], None]) -> Non
             done.result()  # re-raises a block's exception here
 
 
+def q8_0_blocks(source: WeightSource) -> np.ndarray:
+    """A Q8_0 weight's blocks, uint8 [N, K/32, 34] (float16 scale, then 32 int8)."""
+    n, k = source.shape
+    if k % Q8_0_BLOCK:
+        raise ValueError(f"{source.name}: Q8_0 rows must be a multiple of 32 wide, got K={k}")
+    return np.ascontiguousarray(source.data, dtype=np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
+
+
 def dequantize(source: WeightSource) -> np.ndarray:
     """The float32 [N, K] values of a GGUF weight (F32, F16 or Q8_0 blocks)."""
     if len(source.shape) != 2:
@@ -70,10 +76,8 @@ def dequantize(source: WeightSource) -> np.ndarray:
     if source.ggml_type in ("F32", "F16"):
         return data.astype(np.float32).reshape(n, k)
     if source.ggml_type == "Q8_0":
-        if k % _Q8_0_BLOCK:
-            raise ValueError(f"{source.name}: Q8_0 rows must be a multiple of 32 wide, got K={k}")
-        blocks = np.ascontiguousarray(data, dtype=np.uint8).reshape(n, k // _Q8_0_BLOCK, _Q8_0_BLOCK_BYTES)
-        out = np.empty((n, k // _Q8_0_BLOCK, _Q8_0_BLOCK), np.float32)
+        blocks = q8_0_blocks(source)
+        out = np.empty((n, k // Q8_0_BLOCK, Q8_0_BLOCK), np.float32)
 
         def rows(part: slice) -> None:  # int8 * f16 scale straight into the output: no temporaries
             scales = blocks[part, :, :2].copy().view(np.float16).astype(np.float32)  # [rows, K/32, 1]
@@ -247,7 +251,11 @@ class NumpyOps(Ops):
     def ids(self, ids: np.ndarray) -> np.ndarray:
         return np.array(ids, dtype=np.uint32).reshape(-1)
 
-    def weight(self, source: WeightSource) -> np.ndarray:
+    def weight(self, source: WeightSource) -> np.ndarray | Q8Weight:
+        """float32, except a vocabulary-sized Q8_0 weight, which stays in 8 bits (``Q8Weight``): it is
+        most of what a decoder step reads, and reading it is most of the step's time."""
+        if source.ggml_type == "Q8_0" and len(source.shape) == 2 and source.shape[0] >= VOCABULARY_ROWS:
+            return Q8Weight(q8_0_blocks(source), source.name)
         return dequantize(source)
 
     def read(self, x: np.ndarray) -> np.ndarray:
@@ -257,11 +265,12 @@ class NumpyOps(Ops):
 
     def gemm(self, a, w, bias=None, act="none", residual=None, alpha=1.0):
         m, n = a.shape[0], w.shape[0]
-        c = np.empty((m, n), np.float32)
+        c = w.matmul(a) if isinstance(w, Q8Weight) else np.empty((m, n), np.float32)
 
         def block(rows: slice, cols: slice) -> None:
             out = c[rows, cols]
-            np.matmul(a[rows], w[cols].T, out=out)
+            if not isinstance(w, Q8Weight):
+                np.matmul(a[rows], w[cols].T, out=out)
             if bias is not None:
                 out += bias[cols]
             apply_activation(out, act)
@@ -287,7 +296,8 @@ class NumpyOps(Ops):
     # ---- embeddings -----------------------------------------------------------------------------
 
     def embed(self, ids, table, positions, pos0):
-        rows = table[ids.astype(np.int64)]
+        ids = ids.astype(np.int64)
+        rows = table.rows(ids) if isinstance(table, Q8Weight) else table[ids]
         if positions is not None:
             rows = rows + positions[pos0 : pos0 + len(ids)]
         return rows.astype(np.float32)

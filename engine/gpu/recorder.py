@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
@@ -119,7 +119,7 @@ class Recorder:
         self._watched: dict[int, tuple[weakref.ref, list[tuple[int, ...]]]] = {}  # buffer id -> (ref, keys)
         self.serial = 0
         self.stats = {"dispatches": 0, "bind_groups_created": 0, "submissions": 0}
-        self._staging: dict[int, wgpu.GPUBuffer] = {}
+        self._staging: dict[int, list[wgpu.GPUBuffer]] = {}  # size -> free staging buffers
         self.timer: DispatchTimer | None = None
         self.limit = SLOTS  # dispatches per submission
         self._begin()
@@ -226,16 +226,30 @@ class Recorder:
         self._begin()
 
     def _staging_buffer(self, nbytes: int) -> wgpu.GPUBuffer:
+        """A mappable buffer of at least ``nbytes`` that no read in flight holds (``_give_back`` it)."""
         size = max(256, 1 << (nbytes - 1).bit_length())
-        buf = self._staging.get(size)
-        if buf is None:
-            buf = self.device.buffer(size, wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST, "staging")
-            self._staging[size] = buf
-        return buf
+        free = self._staging.setdefault(size, [])
+        if free:
+            return free.pop()
+        return self.device.buffer(size, wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST, "staging")
+
+    def _give_back(self, staging: wgpu.GPUBuffer) -> None:
+        self._staging[staging.size].append(staging)
 
     def read(self, buffer: wgpu.GPUBuffer, nbytes: int) -> bytes:
         """Submit pending work and return the first ``nbytes`` of ``buffer``, checking the mark."""
+        return self.read_later(buffer, nbytes)()
+
+    def read_later(self, buffer: wgpu.GPUBuffer, nbytes: int) -> Callable[[], bytes]:
+        """Submit pending work and a copy of ``buffer``'s first ``nbytes`` as they will be once it has
+        run; return a function that waits for the copy and gives its bytes, checking the mark.
+
+        The host can record (and submit) more work before calling it, which the GPU runs meanwhile:
+        a decoder records its next batch of steps while the last one runs. The copy is taken in
+        queue order, so the buffer may be overwritten by work recorded after this call.
+        """
         self.submit()
+        serial = self.serial
         padded = (nbytes + 3) // 4 * 4
         staging = self._staging_buffer(padded + 16)
         try:
@@ -244,17 +258,27 @@ class Recorder:
                 encoder.copy_buffer_to_buffer(buffer, 0, staging, 0, padded)
             encoder.copy_buffer_to_buffer(self.mark, 0, staging, padded, 16)
             self.device.queue.submit([encoder.finish()])
-            staging.map_sync(wgpu.MapMode.READ, 0, padded + 16)
-            data = staging.read_mapped(0, padded + 16, copy=True)
-            staging.unmap()
-        except Exception as error:  # noqa: BLE001 - mapping fails with several types on device loss
+            mapping = staging.map_async(wgpu.MapMode.READ, 0, padded + 16)
+        except Exception as error:  # noqa: BLE001 - these fail with several types on device loss
             self.device.check()
             raise self.device.failure("reading results back", error) from None
-        self.device.check()
-        mark = int(np.frombuffer(data, np.uint32, 1, padded)[0])
-        if mark != self.serial:
-            raise GpuError(
-                f"The GPU driver dropped a submission (mark {mark}, expected {self.serial}); the results are stale. "
-                "This happens after a driver reset or timeout: retry, or use --device cpu."
-            )
-        return bytes(data[:nbytes])
+
+        def result() -> bytes:
+            try:
+                mapping.sync_wait()
+                data = staging.read_mapped(0, padded + 16, copy=True)
+                staging.unmap()
+            except Exception as error:  # noqa: BLE001 - mapping fails with several types on device loss
+                self.device.check()
+                raise self.device.failure("reading results back", error) from None
+            self._give_back(staging)
+            self.device.check()
+            mark = int(np.frombuffer(data, np.uint32, 1, padded)[0])
+            if mark != serial:
+                raise GpuError(
+                    f"The GPU driver dropped a submission (mark {mark}, expected {serial}); the results are stale. "
+                    "This happens after a driver reset or timeout: retry, or use --device cpu."
+                )
+            return bytes(data[:nbytes])
+
+        return result

@@ -20,6 +20,7 @@ The rules are ``Ops.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_all
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,21 +126,26 @@ def decode_window(
     state = model.decoder_session(encoder_output)
     prefix = [c.prev_sot, *prompt_tokens[-(c.n_text_ctx // 2 - 1) :]] if prompt_tokens else []
     # The SOT row's logits give the no-speech probability and the language, so SOT ends the first
-    # prefill; they are the only logits read back.
+    # prefill; they are the only logits read back. Unless the language must be detected, they are
+    # waited for only after sampling: a GPU runs the encoder while the decoder's steps are recorded.
     logits = model.prefill(state, [*prefix, c.sot])
-    sot_logits = model.ops.read(logits)[0]
+    read_sot_logits = model.ops.read_later(logits)
+    sot_logits = None
     if language is None:
+        sot_logits = read_sot_logits()[0]
         # OpenAI detects the language from SOT alone, without the prompt before it.
         lang_logits = sot_logits if not prefix else model.decode_step(model.decoder_session(encoder_output), [c.sot])
         language = detect_language(tokenizer, lang_logits)
-    nospeech = no_speech_token(tokenizer)
-    no_speech_prob = float(np.exp(log_softmax(sot_logits)[nospeech])) if nospeech is not None else 0.0
 
     rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
     if rest:
         logits = model.prefill(state, rest)
     max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed
     chosen, chosen_logprobs = sample_greedy(model, state, logits, logit_rules(c, tokenizer, timestamps), max_sampled)
+    if sot_logits is None:
+        sot_logits = read_sot_logits()[0]
+    nospeech = no_speech_token(tokenizer)
+    no_speech_prob = float(np.exp(log_softmax(sot_logits)[nospeech])) if nospeech is not None else 0.0
     n = len(chosen) - int(chosen[-1] == c.eot)  # EOT is no text, but its log-probability counts
     sampled = [int(t) for t in chosen[:n]]
     logprobs = [float(p) for p in chosen_logprobs[:n]]
@@ -159,19 +165,30 @@ def sample_greedy(
     the selection (a few hundred bytes) is read back after each batch. Steps recorded after EOT run
     on EOT and are dropped. Every batch records the same calls on tensors that are allocated once
     (the selection) or come back from the pool in the same order, so a GPU reuses its bind groups.
+
+    Where reads are round trips to a GPU (more than one step per read), the next batch is recorded
+    and submitted before the last one's read is looked at: the GPU runs one batch while Python
+    records the next, and a window ends with one batch run in vain.
     """
     ops = model.ops
     selection = ops.whisper_selection(rules, max_sampled)
     ids = ops.whisper_select(logits, selection)
     ops.flush()  # so that every batch of steps starts a submission at the same dispatch index
     recorded = 1
+    ahead = 1 if ops.decode_steps_per_read > 1 else 0  # batches in flight while one is recorded
+    reads = deque()  # reads of the selection after each batch, not looked at yet, oldest first
     while True:
-        for _ in range(min(ops.decode_steps_per_read, max_sampled - recorded)):
+        batch = min(ops.decode_steps_per_read, max_sampled - recorded)
+        for _ in range(batch):
             ids = ops.whisper_select(model.step_logits(state, ids), selection)
             recorded += 1
-        tokens, logprobs = ops.read_whisper_selection(selection)
-        if recorded == max_sampled or tokens[-1] == rules.eot:
-            return tokens, logprobs
+        if batch or not reads:
+            reads.append(ops.read_whisper_selection_later(selection))
+        if batch and len(reads) <= ahead:
+            continue
+        tokens, logprobs = reads.popleft()()
+        if tokens[-1] == rules.eot or (recorded == max_sampled and not reads):
+            return tokens, logprobs  # a read still in flight is dropped with its batch
 
 
 def transcribe_window(

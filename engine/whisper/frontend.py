@@ -65,7 +65,12 @@ class LogMel:
         final = max(0, min(total, (real - half - 1) // HOP_LENGTH + 1))
         kept = min(len(self._frames), final)  # audio that ends earlier than before has fewer final frames
         padded = np.pad(pcm.astype(np.float64), half, mode="reflect")  # centred frames, as torch.stft
-        fresh = self._mel_power(padded, kept, total)
+        # Frames from ``silent`` on see only the padding's zeros, so their power is exactly 0: a short
+        # dictation padded to Whisper's 30 s computes a third of the frames or fewer.
+        silent = max(kept, min(total, -(-(real + half) // HOP_LENGTH)))
+        fresh = self._mel_power(padded, kept, silent)
+        if silent < total:
+            fresh = np.concatenate([fresh, np.zeros((total - silent, self.n_mels))])
         if final > len(self._frames):
             self._frames = np.concatenate([self._frames, fresh[: final - kept]])
         mel = np.concatenate([self._frames[:kept], fresh])  # [T, n_mels]

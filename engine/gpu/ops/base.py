@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -54,8 +54,11 @@ class GpuOpsBase(Ops):
         return upload_weight(self.device, source)
 
     def read(self, x: GpuTensor) -> np.ndarray:
-        data = self.recorder.read(x.buffer, x.nbytes)
-        return np.frombuffer(data, dtype=x.dtype).reshape(x.shape).copy()
+        return self.read_later(x)()
+
+    def read_later(self, x: GpuTensor) -> Callable[[], np.ndarray]:
+        fetch = self.recorder.read_later(x.buffer, x.nbytes)
+        return lambda: np.frombuffer(fetch(), dtype=x.dtype).reshape(x.shape).copy()
 
     def flush(self) -> None:
         self.recorder.submit()

@@ -90,8 +90,16 @@ class SelectOps(GpuOpsBase):
         return selection.ids
 
     def read_whisper_selection(self, selection: GpuWhisperSelection) -> tuple[np.ndarray, np.ndarray]:
-        state = self.read(selection.state)
-        n, capacity = int(state[0]), selection.capacity
-        tokens = state[HEADER : HEADER + n]
-        logprobs = state[HEADER + capacity : HEADER + capacity + n].view(np.float32).astype(np.float64)
-        return tokens, logprobs
+        return self.read_whisper_selection_later(selection)()
+
+    def read_whisper_selection_later(self, selection: GpuWhisperSelection):
+        fetch = self.read_later(selection.state)
+
+        def result() -> tuple[np.ndarray, np.ndarray]:
+            state, capacity = fetch(), selection.capacity
+            n = int(state[0])
+            tokens = state[HEADER : HEADER + n]
+            logprobs = state[HEADER + capacity : HEADER + capacity + n].view(np.float32).astype(np.float64)
+            return tokens, logprobs
+
+        return result
