@@ -88,6 +88,7 @@ fn pack(
 
 var<workgroup> scores: array<f32, BLOCK>;
 var<workgroup> weights: array<f32, BLOCK>;
+var<workgroup> group_sums: array<vec2<f32>, BLOCK>; // the weighted V of each group of threads
 
 @compute @workgroup_size(BLOCK)
 fn attend(
@@ -111,9 +112,17 @@ fn attend(
     }
     let key0 = b * BLOCK;
     if (key0 >= visible) {
-        // Nothing visible in this block (causal rows of a prefill): an empty partial.
+        // Nothing visible in this block (causal rows of a prefill): an empty partial, or, written
+        // straight to out (one block, see below), zeros.
+        let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
         for (var e = tid; e < HEAD_DIM + 2u; e += BLOCK) {
-            attend_partials[out + e] = select(0.0, NEG, e == 0u);
+            if (p.blocks == 1u) {
+                if (e < HEAD_DIM) {
+                    attend_partials[out_row + e] = 0.0;
+                }
+            } else {
+                attend_partials[out + e] = select(0.0, NEG, e == 0u);
+            }
         }
         return;
     }
@@ -146,24 +155,56 @@ fn attend(
     weights[tid] = select(0.0, exp(s - m), tid < n);
     workgroupBarrier();
 
-    // Weighted V: thread c owns the pair of dims (2c, 2c+1); its reads of a key's row are
-    // contiguous across threads.
-    let v_base = p.heads * p.capacity * PAIRS + (h * p.capacity + key0) * PAIRS;
-    for (var c = tid; c < PAIRS; c += BLOCK) {
-        var acc = vec2<f32>(0.0);
-        for (var j = 0u; j < n; j++) {
-            acc += weights[j] * unpack2x16float(attend_cache[v_base + j * PAIRS + c]);
+    // Weighted V: the threads split into BLOCK / PAIRS groups; thread c of group g owns the pair of
+    // dims (2c, 2c+1) over keys g, g + G, g + 2G, ..., two keys per iteration so that two loads are
+    // in flight. Reads of a key's row are contiguous across a group's threads. The groups' sums
+    // meet in workgroup memory.
+    let group_count = BLOCK / PAIRS;
+    let c = tid % PAIRS;
+    let g = tid / PAIRS;
+    let v_base = p.heads * p.capacity * PAIRS + (h * p.capacity + key0) * PAIRS + c;
+    var acc = vec2<f32>(0.0);
+    if (g < group_count) {
+        var acc_odd = vec2<f32>(0.0);
+        var j = g;
+        for (; j + group_count < n; j += 2u * group_count) {
+            acc += weights[j] * unpack2x16float(attend_cache[v_base + j * PAIRS]);
+            acc_odd += weights[j + group_count] * unpack2x16float(attend_cache[v_base + (j + group_count) * PAIRS]);
         }
-        attend_partials[out + 2u + 2u * c] = acc.x;
-        if (2u * c + 1u < HEAD_DIM) {
-            attend_partials[out + 3u + 2u * c] = acc.y;
+        if (j < n) {
+            acc += weights[j] * unpack2x16float(attend_cache[v_base + j * PAIRS]);
         }
+        acc += acc_odd;
+    }
+    group_sums[tid] = acc;
+    workgroupBarrier();
+    if (tid >= PAIRS) {
+        return;
+    }
+    var weighted = vec2<f32>(0.0);
+    for (var k = 0u; k < group_count; k++) {
+        weighted += group_sums[k * PAIRS + tid];
+    }
+    var l = 0.0;
+    for (var j = 0u; j < n; j++) {
+        l += weights[j];
+    }
+    if (p.blocks == 1u) {
+        // One block holds every key the row sees (a decoder's own tokens): the partial is the
+        // answer, so write it normalised straight to out [Tq, H*dh] (the buffer bound here) and
+        // the host skips `combine`.
+        let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
+        attend_partials[out_row + 2u * tid] = weighted.x / l;
+        if (2u * tid + 1u < HEAD_DIM) {
+            attend_partials[out_row + 2u * tid + 1u] = weighted.y / l;
+        }
+        return;
+    }
+    attend_partials[out + 2u + 2u * tid] = weighted.x;
+    if (2u * tid + 1u < HEAD_DIM) {
+        attend_partials[out + 3u + 2u * tid] = weighted.y;
     }
     if (tid == 0u) {
-        var l = 0.0;
-        for (var j = 0u; j < n; j++) {
-            l += weights[j];
-        }
         attend_partials[out] = m;
         attend_partials[out + 1u] = l;
     }

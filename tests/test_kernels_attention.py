@@ -110,6 +110,19 @@ def test_prefill_is_causal_in_the_cache(gpu_ops, cpu_ops):
     np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the oracle's NaN rows
+def test_causal_rows_that_see_nothing_get_zeros(gpu_ops, cpu_ops):
+    """Tq = 5 rows over 3 positions: rows 0 and 1 see none (the numpy oracle leaves them undefined,
+    NaN), and one key block writes out directly."""
+    rng = np.random.default_rng(5)
+    heads, head_dim = 2, 64
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 8, [(0, 3)], rng)
+    q = random(rng, 5, heads * head_dim)
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 3, causal=True)
+    np.testing.assert_array_equal(gpu[:2], 0.0)
+    np.testing.assert_allclose(gpu[2:], cpu[2:], **F16_CACHE)
+
+
 @pytest.mark.parametrize(("tq", "length", "causal"), [(1, 150, True), (2, 150, False), (3, 130, True)])
 def test_attend_over_several_key_blocks(gpu_ops, cpu_ops, tq, length, causal):
     """Lengths over 2 x 64 keys: partials of several blocks (some empty for causal rows) merge in combine."""
@@ -121,9 +134,10 @@ def test_attend_over_several_key_blocks(gpu_ops, cpu_ops, tq, length, causal):
     np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
 
 
-@pytest.mark.parametrize("head_dim", [52, 33])
+@pytest.mark.parametrize("head_dim", [52, 33, 128])
 def test_cache_with_other_head_sizes(gpu_ops, cpu_ops, head_dim):
-    """52 (Moonshine base, 26 pairs) and an odd 33, whose last pair has an empty high half."""
+    """52 (Moonshine base, 26 pairs), an odd 33, whose last pair has an empty high half, and 128,
+    whose 64 pairs take every thread of a key block."""
     rng = np.random.default_rng(head_dim)
     heads = 2
     caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 70, [(0, 40), (40, 27)], rng)

@@ -1,7 +1,8 @@
 """Attention on the GPU: flash attention over whole sequences, and the decoder's f16 K/V cache.
 
 Kernels: ``shaders/attention.wgsl`` (``attention``) and ``shaders/kv_cache.wgsl`` (``kv_pack``,
-``attend`` = its ``attend`` then ``combine`` entry points). Semantics are those of ``engine.ops``.
+``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points).
+Semantics are those of ``engine.ops``.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class AttentionOps(GpuOpsBase):
         if tq == 0:
             return out
         blocks = -(-length // KEY_BLOCK)
-        partials = self.empty((heads * tq * blocks, dh + 2))  # (max, sum, weighted V) per block
+        # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
+        partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
         common = dict(rows=tq, length=length, causal=int(causal), scale=float(scale), blocks=blocks)
         self.run(
@@ -166,6 +168,8 @@ class AttentionOps(GpuOpsBase):
             HEAD_DIM=dh,
             BLOCK=KEY_BLOCK,
         )
+        if blocks == 1:
+            return out
         self.run(
             "kv_cache.wgsl",
             [partials, out],
