@@ -36,6 +36,8 @@ def both(gpu_ops, cpu_ops, method, *arrays, **kwargs):
         (3, 70, 4, 36, False),
         (20, 33, 2, 52, True),  # two query blocks, a partial key block
         (6, 40, 6, 128, False),  # the largest head (smaller key blocks where workgroup memory is 32 KiB)
+        (70, 100, 2, 64, False),  # attention_tiled.wgsl: several query blocks, a partial key block
+        (33, 65, 3, 52, False),  # attention_tiled.wgsl with quads left idle (13 of 16)
         (7, 45, 3, 33, True),  # odd head: heads start off 16-byte boundaries, the last quad is partial
     ],
 )

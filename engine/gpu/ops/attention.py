@@ -22,6 +22,8 @@ MAX_HEAD_DIM = 128
 thread in ``attention.wgsl`` (every model we run has 36 to 64)."""
 
 Q_ROWS = 16  # query rows per flash-attention workgroup (Q_ROWS in attention.wgsl)
+TILED_MAX_HEAD_DIM = 64  # attention_tiled.wgsl: one output quad per thread of a 16-thread row group
+TILED_KEYS = 32  # BK in attention_tiled.wgsl
 KEY_BLOCK = 64  # keys per attend workgroup (BLOCK in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
 PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
 F32 = 4
@@ -92,6 +94,17 @@ class AttentionOps(GpuOpsBase):
                 return keys
         raise GpuError(f"Flash attention with head_dim {head_dim} needs more workgroup memory than the {limit} bytes this GPU has.")
 
+    def _tiled_rows(self, head_dim: int) -> int:
+        """Query rows per thread of attention_tiled.wgsl (ROWS): 4 where its tiles fit the device's
+        workgroup memory, else 2; 0 where even those don't fit."""
+        limit = self.device.limits["max-compute-workgroup-storage-size"]
+        quads = head_dim // 4
+        for rows in (4, 2):
+            vec4s = 16 * rows * quads + TILED_KEYS * (quads | 1) + TILED_KEYS * quads
+            if 4 * vec4s * F32 + 16 * rows * (TILED_KEYS + 1) * F32 <= limit:
+                return rows
+        return 0
+
     def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None) -> GpuTensor:
         dh = _check_heads("q", q, n_heads)
         for name, x in (("k", k), ("v", v)):
@@ -105,6 +118,12 @@ class AttentionOps(GpuOpsBase):
         if tq == 0:
             return out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
+        rows = self._tiled_rows(dh) if not causal and rel is None and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM else 0
+        if rows and tk:  # an encoder's attention: the register-tiled kernel
+            groups = n_heads * -(-tq // (16 * rows))
+            self.run("attention_tiled.wgsl", [q, k, v, out], [tq, tk, n_heads, float(scale), groups], grid(groups),
+                     HEAD_DIM=dh, ROWS=rows)
+            return out
         groups = n_heads * -(-tq // Q_ROWS)
         self.run(
             "attention.wgsl",
