@@ -2,19 +2,18 @@
 // multiple of 4 up to 64 (engine/gpu/ops/attention.py picks it; attention.wgsl does the rest).
 //
 // q: [Tq, H*dh], k and v: [Tk, H*dh], out: [Tq, H*dh], read as vec4 (dh % 4 == 0 keeps every quad
-// aligned). One workgroup of 16 x 16 threads per (head, block of 16 * ROWS query rows); it walks
-// the keys in blocks of BK = 32 staged in workgroup memory with a running softmax per row, as
-// attention.wgsl does. What differs is the work per thread: thread (ty, tx) scores rows
-// ty + 16a (a < ROWS) against keys tx and tx + 16, so each vec4 read from workgroup memory feeds
-// 4 * ROWS / (ROWS + 2) multiply-adds instead of 2; then it owns output quad tx of its ROWS rows.
-// Each query block is 4 * ROWS / 16 times larger than attention.wgsl's, so K and V are staged
-// that many times less often, and the row max is found once per row group of 16 threads instead
-// of once per thread.
+// aligned). One workgroup of 16 x 16 threads per (head, block of 32 query rows); it walks the keys
+// in blocks of BK = 32 staged in workgroup memory with a running softmax per row, as attention.wgsl
+// does. What differs is the work per thread: thread (ty, tx) scores rows ty and ty + 16 against
+// keys tx and tx + 16, so each vec4 read from workgroup memory feeds 4 multiply-adds instead of 2;
+// then it owns output quad tx of its two rows. A query block is twice attention.wgsl's, so K and V
+// are staged half as often, and each thread exponentiates 2 rows of a block, not 8 times 1.
 //
-// Whisper base's encoder on an H200 spent 3.2 ms per layer in attention.wgsl; this is its fast tier.
+// Whisper base's encoder on an H200: 1.40 ms per layer here, 3.21 ms in attention.wgsl. Four rows
+// per thread (64-row blocks, half the workgroups) took 1.70 ms.
 
 override HEAD_DIM: u32 = 64u;
-override ROWS: u32 = 4u; // query rows per thread: 4 where workgroup memory allows (41 KiB), else 2 (21 KiB)
+const ROWS: u32 = 2u; // query rows per thread
 override QUADS: u32 = HEAD_DIM / 4u; // derived, never set by the host
 // k_tile rows are K_STRIDE quads apart: an odd stride spreads the 16 keys read at once over banks.
 override K_STRIDE: u32 = QUADS | 1u; // derived
@@ -22,7 +21,6 @@ override K_STRIDE: u32 = QUADS | 1u; // derived
 const BK: u32 = 32u; // keys per block: tx and tx + 16
 const S_STRIDE: u32 = 33u; // BK + 1: a row of scores, padded so that two rows read at once differ in bank
 const THREADS: u32 = 256u;
-const MAX_ROWS: u32 = 4u;
 const NEG: f32 = -3.0e38; // a key past Tk: exp(NEG - m) is exactly 0 for any finite row max m
 
 struct Params {
@@ -30,7 +28,7 @@ struct Params {
     tk: u32,
     heads: u32,
     scale: f32,
-    groups: u32, // heads * ceil(tq / (16 * ROWS)): the grid may hold more workgroups than that
+    groups: u32, // heads * ceil(tq / 32): the grid may hold more workgroups than that
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -66,9 +64,9 @@ fn main(
         q_tile[e] = select(vec4<f32>(0.0), q[min(row, p.tq - 1u) * row_quads + head_quad + e % QUADS], row < p.tq);
     }
 
-    var m: array<f32, MAX_ROWS>;
-    var l: array<f32, MAX_ROWS>;
-    var acc: array<vec4<f32>, MAX_ROWS>;
+    var m: array<f32, ROWS>;
+    var l: array<f32, ROWS>;
+    var acc: array<vec4<f32>, ROWS>;
     for (var a = 0u; a < ROWS; a++) {
         m[a] = NEG;
     }
@@ -86,7 +84,7 @@ fn main(
 
         // Scores: ROWS rows x keys tx and tx + 16. Explicitly zeroed: naga zero-fills a variable
         // once per call, not at each loop iteration.
-        var s = array<vec2<f32>, MAX_ROWS>();
+        var s = array<vec2<f32>, ROWS>();
         for (var c = 0u; c < QUADS; c++) {
             let k_lo = k_tile[tx * K_STRIDE + c];
             let k_hi = k_tile[(tx + 16u) * K_STRIDE + c];

@@ -23,6 +23,7 @@ thread in ``attention.wgsl`` (every model we run has 36 to 64)."""
 
 Q_ROWS = 16  # query rows per flash-attention workgroup (Q_ROWS in attention.wgsl)
 TILED_MAX_HEAD_DIM = 64  # attention_tiled.wgsl: one output quad per thread of a 16-thread row group
+TILED_ROWS = 32  # query rows per attention_tiled.wgsl workgroup (16 * ROWS)
 TILED_KEYS = 32  # BK in attention_tiled.wgsl
 KEY_BLOCK = 64  # keys per attend workgroup (BLOCK in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
 PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
@@ -94,16 +95,13 @@ class AttentionOps(GpuOpsBase):
                 return keys
         raise GpuError(f"Flash attention with head_dim {head_dim} needs more workgroup memory than the {limit} bytes this GPU has.")
 
-    def _tiled_rows(self, head_dim: int) -> int:
-        """Query rows per thread of attention_tiled.wgsl (ROWS): 4 where its tiles fit the device's
-        workgroup memory, else 2; 0 where even those don't fit."""
-        limit = self.device.limits["max-compute-workgroup-storage-size"]
+    def _tiled_fits(self, head_dim: int) -> bool:
+        """Whether attention_tiled.wgsl's tiles for ``head_dim`` fit the device's workgroup memory
+        (29 KiB for head_dim 64)."""
         quads = head_dim // 4
-        for rows in (4, 2):
-            vec4s = 16 * rows * quads + TILED_KEYS * (quads | 1) + TILED_KEYS * quads
-            if 4 * vec4s * F32 + 16 * rows * (TILED_KEYS + 1) * F32 <= limit:
-                return rows
-        return 0
+        vec4s = TILED_ROWS * quads + TILED_KEYS * (quads | 1) + TILED_KEYS * quads
+        nbytes = 4 * vec4s * F32 + TILED_ROWS * (TILED_KEYS + 1) * F32
+        return nbytes <= self.device.limits["max-compute-workgroup-storage-size"]
 
     def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None) -> GpuTensor:
         dh = _check_heads("q", q, n_heads)
@@ -118,11 +116,10 @@ class AttentionOps(GpuOpsBase):
         if tq == 0:
             return out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
-        rows = self._tiled_rows(dh) if not causal and rel is None and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM else 0
-        if rows and tk:  # an encoder's attention: the register-tiled kernel
-            groups = n_heads * -(-tq // (16 * rows))
+        if not causal and rel is None and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh):
+            groups = n_heads * -(-tq // TILED_ROWS)  # an encoder's attention: the register-tiled kernel
             self.run("attention_tiled.wgsl", [q, k, v, out], [tq, tk, n_heads, float(scale), groups], grid(groups),
-                     HEAD_DIM=dh, ROWS=rows)
+                     HEAD_DIM=dh)
             return out
         groups = n_heads * -(-tq // Q_ROWS)
         self.run(
