@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError
-from engine.ops import Ops, Tensor, WeightSource
+from engine.ops import Ops, RowNorm, Tensor, WeightSource
 
 
 @dataclass
@@ -106,8 +106,26 @@ def conv(model_file, ops: Ops, prefix: str, bias: bool = True) -> Linear:
     return Linear(ops.weight(flat), vector(model_file, ops, f"{prefix}.bias") if bias else None)
 
 
-def apply(ops: Ops, x: Tensor, layer: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
+@dataclass
+class NormedRow:
+    """A single row whose LayerNorm is left to the linear layers that read it (``apply``): a GPU
+    folds it into each of their products instead of running it on its own."""
+
+    row: Tensor
+    norm: RowNorm
+
+
+def layer_norm(ops: Ops, x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor | NormedRow:
+    """LayerNorm of ``x`` for ``apply``: done now for many rows, left to the products for one."""
+    if x.shape[0] == 1:
+        return NormedRow(x, RowNorm(weight, bias, eps))
+    return ops.layer_norm(x, weight, bias, eps)
+
+
+def apply(ops: Ops, x: Tensor | NormedRow, layer: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
     """``x·Wᵀ + b`` with an epilogue; a single row goes through gemv (a decoder's steps)."""
+    if isinstance(x, NormedRow):
+        return ops.gemv(x.row, layer.weight, layer.bias, act=act, residual=residual, norm=x.norm)
     product = ops.gemv if x.shape[0] == 1 else ops.gemm
     return product(x, layer.weight, layer.bias, act=act, residual=residual)
 

@@ -57,6 +57,16 @@ class WeightSource:
     data: np.ndarray
 
 
+@dataclass(eq=False)
+class RowNorm:
+    """A LayerNorm that ``gemv`` applies to its row before the product: weight [K], bias [K] or
+    None, eps. A decoder step's norms then cost no dispatch of their own on a GPU."""
+
+    weight: Tensor
+    bias: Tensor | None
+    eps: float
+
+
 @dataclass(frozen=True)
 class WhisperRules:
     """What Whisper's greedy token selection needs to know of a vocabulary (see ``Ops.whisper_select``).
@@ -153,9 +163,11 @@ class Ops(abc.ABC):
         act: Activation = "none",
         residual: Tensor | None = None,
         alpha: float = 1.0,
+        norm: RowNorm | None = None,
     ) -> Tensor:
         """``gemm`` for a single row, a: [1, K] -> [1, N]: the decoder's case, where a GEMM's tiles
-        would leave most of the GPU idle. Same epilogues as ``gemm``."""
+        would leave most of the GPU idle. Same epilogues as ``gemm``; with ``norm`` the row is
+        ``layer_norm(a, norm.weight, norm.bias, norm.eps)`` first."""
 
     @abc.abstractmethod
     def add(self, x: Tensor, y: Tensor) -> Tensor:

@@ -7,6 +7,8 @@
 //   ACT           0 none, 1 GELU (erf), 2 SiLU, 3 ReLU, 4 tanh
 //   HAS_BIAS      read `bias` [N]
 //   HAS_RESIDUAL  read `residual` [M, N] and scale by alpha
+//   NORM          gemv only: 0 none, 1 LayerNorm of the row with `norm_w` and `norm_b` first, 2 the
+//                 same without a bias (a decoder step's norm then needs no dispatch of its own)
 // Bindings the variant does not read are still bound (the caller passes any buffer there), so every
 // variant has the same layout.
 //
@@ -22,12 +24,14 @@ struct Params {
     k_pad: u32,         // W's row stride in values
     scale_stride: u32,  // Q8_0: u32 words of f16 scales per W row
     alpha: f32,
+    eps: f32,           // NORM's
 }
 
 override WTYPE: u32 = 0u;
 override ACT: u32 = 0u;
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
+override NORM: u32 = 0u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -37,6 +41,8 @@ override HAS_RESIDUAL: bool = false;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> residual: array<f32>;
 @group(0) @binding(6) var<storage, read_write> c: array<f32>;
+@group(0) @binding(7) var<storage, read> norm_w: array<vec4<f32>>; // gemv only, [K]
+@group(0) @binding(8) var<storage, read> norm_b: array<vec4<f32>>;
 
 // ---- weights ----------------------------------------------------------------------------------
 
@@ -220,16 +226,65 @@ fn a4(k: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), a_vec[k / 4u], vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k));
 }
 
+// The sum over the workgroup of each thread's `value`, for every thread (it leaves `partial` dirty).
+fn workgroup_sum(t: u32, value: f32) -> f32 {
+    partial[t] = value;
+    workgroupBarrier();
+    for (var stride = 128u; stride > 0u; stride /= 2u) {
+        if (t < stride) {
+            partial[t] += partial[t + stride];
+        }
+        workgroupBarrier();
+    }
+    let total = partial[0];
+    workgroupBarrier(); // everyone has read it before `partial` is written again
+    return total;
+}
+
+// The row's mean and 1 / standard deviation (NORM), each workgroup computing them for itself:
+// K values are little to read next to a workgroup's 8 rows of W. Two passes, as norm.wgsl does.
+fn row_stats(t: u32) -> vec2<f32> {
+    var sum = vec4<f32>(0.0);
+    for (var k = t * 4u; k < p.k; k += 1024u) {
+        sum += a4(k);
+    }
+    let mean = workgroup_sum(t, dot(sum, vec4<f32>(1.0))) / f32(p.k);
+    var squares = 0.0;
+    for (var k = t * 4u; k < p.k; k += 1024u) {
+        let inside = vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k);
+        let d = select(vec4<f32>(0.0), a4(k) - mean, inside);
+        squares += dot(d, d);
+    }
+    return vec2<f32>(mean, inverseSqrt(workgroup_sum(t, squares) / f32(p.k) + p.eps));
+}
+
+// a4 after NORM: (a - mean) * rstd * w + b; zero past K.
+fn normed4(k: u32, stats: vec2<f32>) -> vec4<f32> {
+    if (NORM == 0u) {
+        return a4(k);
+    }
+    let inside = vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k);
+    var v = (a4(k) - stats.x) * stats.y * norm_w[k / 4u];
+    if (NORM == 1u) {
+        v += norm_b[k / 4u];
+    }
+    return select(vec4<f32>(0.0), v, inside);
+}
+
 @compute @workgroup_size(256)
 fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
     let lane = t % GEMV_LANES;
     let n = (wid.x + wid.y * groups.x) * GEMV_ROWS + t / GEMV_LANES;
+    var stats = vec2<f32>(0.0);
+    if (NORM != 0u) {
+        stats = row_stats(t);
+    }
     var sum = 0.0;
     if (n < p.n) {
         for (var k = lane * 8u; k < p.k; k += GEMV_LANES * 8u) {
             let wv = weights8(n, k);
-            sum += dot(a4(k), wv.lo) + dot(a4(k + 4u), wv.hi);
+            sum += dot(normed4(k, stats), wv.lo) + dot(normed4(k + 4u, stats), wv.hi);
         }
     }
     partial[t] = sum;

@@ -12,7 +12,7 @@ import gguf
 import numpy as np
 import pytest
 
-from engine.ops import WeightSource
+from engine.ops import RowNorm, WeightSource
 
 pytestmark = pytest.mark.gpu
 
@@ -136,6 +136,24 @@ def test_gemv_epilogue_bias_activation_residual(gpu_ops, cpu_ops, kind, act):
     (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, shape, kind, True, True)
     got = gpu_ops.read(gpu_ops.gemv(a, w, b, act, r, alpha=0.5))
     assert_close(got, cpu_ops.gemv(a_cpu, w_cpu, b_cpu, act, r_cpu, alpha=0.5))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("k", "norm_bias"), [(160, True), (1280, True), (96, False)])
+def test_gemv_with_its_row_normalised_first(gpu_ops, cpu_ops, kind, k, norm_bias):
+    """A decoder step's LayerNorm folded into the product (with and without the norm's bias; K past
+    the 1024 values one pass of the workgroup's threads reads) equals the norm, then the product."""
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, (1, 100, k), kind, True, True)
+    rng = np.random.default_rng(k)
+    a_values = cpu_ops.read(a_cpu) * 3.0 + 1.5  # off-centre and wide, so the norm matters
+    gain = rng.standard_normal(k).astype(np.float32)
+    shift = rng.standard_normal(k).astype(np.float32) if norm_bias else None
+
+    def norm(ops):
+        return RowNorm(ops.tensor(gain), None if shift is None else ops.tensor(shift), 1e-5)
+
+    got = gpu_ops.read(gpu_ops.gemv(gpu_ops.tensor(a_values), w, b, "gelu", r, alpha=0.5, norm=norm(gpu_ops)))
+    assert_close(got, cpu_ops.gemv(cpu_ops.tensor(a_values), w_cpu, b_cpu, "gelu", r_cpu, alpha=0.5, norm=norm(cpu_ops)))
 
 
 def test_linear_rejects_mismatched_shapes(gpu_ops):

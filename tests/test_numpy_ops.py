@@ -14,8 +14,8 @@ from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
-from engine.cpu.ops import NumpyOps
-from engine.cpu.q8_matmul import VOCABULARY_ROWS, Q8Weight
+from engine.cpu.ops import NumpyOps, dequantize
+from engine.cpu.q8_matmul import STEP_ROWS, Q8Weight
 from engine.ops import WeightSource
 
 ops = NumpyOps()
@@ -33,7 +33,7 @@ def naive_gelu(x: float) -> float:
 def test_weight_dequantizes_q8_0_f16_f32_like_gguf():
     values = randn(8, 64)
     blocks = gguf_quantize(values, GGMLQuantizationType.Q8_0)  # uint8 [8, 64/32*34]
-    q8 = ops.weight(WeightSource("w", "Q8_0", (8, 64), blocks))
+    q8 = dequantize(WeightSource("w", "Q8_0", (8, 64), blocks))
     np.testing.assert_array_equal(q8, gguf_dequantize(blocks, GGMLQuantizationType.Q8_0))
     assert q8.dtype == np.float32 and np.abs(q8 - values).max() < 0.02
     np.testing.assert_array_equal(ops.weight(WeightSource("w", "F16", (8, 64), values.astype(np.float16))),
@@ -41,14 +41,15 @@ def test_weight_dequantizes_q8_0_f16_f32_like_gguf():
     np.testing.assert_array_equal(ops.weight(WeightSource("w", "F32", (8, 64), values)), values)
 
 
-def test_vocabulary_sized_q8_0_weight_stays_in_8_bits():
-    """A token table (at least VOCABULARY_ROWS rows) stays Q8_0: its rows are gguf's dequantized rows
-    exactly, and its products, whose activations are quantized to 8 bits per block of 32 (as in
-    transcribe.cpp's CPU build), are within that rounding of the exact product."""
-    n, k = VOCABULARY_ROWS, 96
+def test_q8_0_weight_stays_in_8_bits_for_decoder_steps():
+    """A Q8_0 weight stays Q8_0: its rows (an embedding lookup) are gguf's dequantized rows exactly;
+    products with up to STEP_ROWS rows quantize the activations to 8 bits per block of 32 (as
+    transcribe.cpp's CPU build does) and are within that rounding of the exact product; longer
+    ones (an encoder's) are float32 products on a dequantized copy."""
+    n, k = 40, 96
     blocks = gguf_quantize(randn(n, k), GGMLQuantizationType.Q8_0)
     table = ops.weight(WeightSource("token_embd", "Q8_0", (n, k), blocks))
-    assert isinstance(table, Q8Weight) and table.shape == (n, k)
+    assert isinstance(table, Q8Weight) and table.shape == (n, k) and table.dense is None
     dense = gguf_dequantize(blocks, GGMLQuantizationType.Q8_0).astype(np.float64)
     ids = np.array([0, 7, n - 1], np.uint32)
     np.testing.assert_array_equal(ops.embed(ids, table, None, 0), dense[ids].astype(np.float32))
@@ -62,6 +63,11 @@ def test_vocabulary_sized_q8_0_weight_stays_in_8_bits():
     assert (np.abs(got - want) <= bound).all()
     assert np.abs(got - want).max() > 1e-6  # quantized indeed: the float32 product would be closer
     np.testing.assert_array_equal(ops.gemv(a[:1], table), ops.gemm(a[:1], table))
+    assert table.dense is None
+
+    frames = randn(STEP_ROWS + 1, k)
+    np.testing.assert_allclose(ops.gemm(frames, table), frames @ dense.T, rtol=1e-5, atol=1e-5)
+    assert table.dense is not None
 
 
 def test_gelu_is_exact_erf_form():

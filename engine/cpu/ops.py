@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from engine.cpu.q8_matmul import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, VOCABULARY_ROWS, Q8Weight
+from engine.cpu.q8_matmul import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, STEP_ROWS, Q8Weight
 from engine.ops import Activation, Ops, WeightSource, WhisperRules
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
@@ -236,9 +236,15 @@ def whisper_allowed_logits(logits: np.ndarray, rules: WhisperRules, chosen: list
 
 
 class NumpyOps(Ops):
-    """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``."""
+    """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``,
+    except Q8_0 ones with ``int8`` (the engine's choice): those stay in 8 bits for decoder steps
+    (``engine.cpu.q8_matmul``), whose activations are then quantized too. The kernel tests' oracle
+    turns it off, so that its products are the exact float32 ones the GPU kernels compute."""
 
     name = "cpu"
+
+    def __init__(self, int8: bool = True) -> None:
+        self.int8 = int8
 
     def describe(self) -> str:
         return f"numpy {np.__version__} on the CPU ({os.cpu_count()} cores)"
@@ -252,10 +258,10 @@ class NumpyOps(Ops):
         return np.array(ids, dtype=np.uint32).reshape(-1)
 
     def weight(self, source: WeightSource) -> np.ndarray | Q8Weight:
-        """float32, except a vocabulary-sized Q8_0 weight, which stays in 8 bits (``Q8Weight``): it is
-        most of what a decoder step reads, and reading it is most of the step's time."""
-        if source.ggml_type == "Q8_0" and len(source.shape) == 2 and source.shape[0] >= VOCABULARY_ROWS:
-            return Q8Weight(q8_0_blocks(source), source.name)
+        """float32, except Q8_0 with ``int8``, which stays in 8 bits (``Q8Weight``): a decoder step
+        reads every weight for one row, so reading them is most of its time."""
+        if self.int8 and source.ggml_type == "Q8_0" and len(source.shape) == 2:
+            return Q8Weight(q8_0_blocks(source), source)
         return dequantize(source)
 
     def read(self, x: np.ndarray) -> np.ndarray:
@@ -265,11 +271,16 @@ class NumpyOps(Ops):
 
     def gemm(self, a, w, bias=None, act="none", residual=None, alpha=1.0):
         m, n = a.shape[0], w.shape[0]
-        c = w.matmul(a) if isinstance(w, Q8Weight) else np.empty((m, n), np.float32)
+        int8 = isinstance(w, Q8Weight) and m <= STEP_ROWS  # a decoder step: ONNX Runtime's int8 product
+        if isinstance(w, Q8Weight) and not int8:  # an encoder's frames: BLAS, on a float32 copy kept for them
+            if w.dense is None:
+                w.dense = dequantize(w.source)
+            w = w.dense
+        c = w.matmul(a) if int8 else np.empty((m, n), np.float32)
 
         def block(rows: slice, cols: slice) -> None:
             out = c[rows, cols]
-            if not isinstance(w, Q8Weight):
+            if not int8:
                 np.matmul(a[rows], w[cols].T, out=out)
             if bias is not None:
                 out += bias[cols]
@@ -283,9 +294,11 @@ class NumpyOps(Ops):
         in_blocks(m, m * n, lambda rows: block(rows, slice(None)))
         return c
 
-    def gemv(self, a, w, bias=None, act="none", residual=None, alpha=1.0):
+    def gemv(self, a, w, bias=None, act="none", residual=None, alpha=1.0, norm=None):
         if a.shape[0] != 1:
             raise ValueError(f"gemv takes one row, got a of shape {a.shape}")
+        if norm is not None:
+            a = self.layer_norm(a, norm.weight, norm.bias, norm.eps)
         return self.gemm(a, w, bias, act, residual, alpha)
 
     def add(self, x, y):

@@ -1,17 +1,20 @@
-"""Vocabulary-sized Q8_0 weights kept in 8 bits on the CPU, multiplied by ONNX Runtime's int8 kernel.
+"""Q8_0 weights kept in 8 bits on the CPU, multiplied by ONNX Runtime's int8 kernel in decoder steps.
 
 A decoder step reads every weight once for one row of activations, so its time is the time to read
-the weights. The largest by far is the vocabulary projection (Whisper tiny: 51864 x 384, 80 MB in
-float32, two thirds of a step's reads). Kept as the file's Q8_0 blocks it is 21 MB, and
-ONNX Runtime's ``MatMulNBits`` (8 bits, blocks of 32, ``accuracy_level`` 4) multiplies it straight
-from them on int8 units, quantizing the activations to 8 bits per block of 32 as transcribe.cpp's CPU
-build does: 1.4 ms per step here instead of 3.9 ms for numpy's float32 GEMV. numpy has no int8
-matrix product, hence the library; it is already a dependency (the Moonshine converter reads ORT files).
+the weights: Whisper tiny's decoder reads 110 MB of float32 per step, 28 MB as the file's Q8_0
+blocks. ONNX Runtime's ``MatMulNBits`` (8 bits, blocks of 32, ``accuracy_level`` 4) multiplies
+straight from those blocks on int8 units, quantizing the activations to 8 bits per block of 32 as
+transcribe.cpp's CPU build does (the vocabulary projection: 1.4 ms instead of 3.9 ms for numpy's
+float32 GEMV). numpy has no int8 matrix product, hence the library; it is already a dependency (the
+Moonshine converter reads ORT files).
+
+An encoder multiplies the same kind of weight by 1500 rows, where BLAS on float32 is faster than the
+int8 kernel (8.6 against 9.6 ms for 1500 x 384 x 1536): the first product with more than
+``STEP_ROWS`` rows keeps a float32 copy (``dense``) for them. Decoder weights never get one.
 
 The session is one ``MatMulNBits`` node (``engine.onnx_graph``) given the blocks' int8 values and
-scales as they are in the file.
-
-Embedding lookups read a few rows of the same table (``rows``), dequantized as they are asked for.
+scales as they are in the file. Embedding lookups read a few rows of a token table (``rows``),
+dequantized as they are asked for.
 """
 
 from __future__ import annotations
@@ -21,18 +24,24 @@ import os
 import numpy as np
 
 from engine import onnx_graph
+from engine.ops import WeightSource
 
 Q8_0_BLOCK = 32  # values per Q8_0 block: one float16 scale, then 32 int8
 Q8_0_BLOCK_BYTES = 2 + Q8_0_BLOCK
-VOCABULARY_ROWS = 16384  # a Q8_0 weight with at least this many rows is a token table (Q8Weight)
+STEP_ROWS = 16  # products with at most this many rows (decoder steps, short prefills) run in int8
+# Weights of fewer values run on one thread: handing a 384 x 384 product to a second one (woken for
+# each call) took longer than the product itself.
+PARALLEL_VALUES = 1 << 22
 
 
 class Q8Weight:
     """A [N, K] weight kept as its GGUF Q8_0 blocks (uint8 [N, K/32, 34]: float16 scale, 32 int8)."""
 
-    def __init__(self, blocks: np.ndarray, name: str = "weight"):
+    def __init__(self, blocks: np.ndarray, source: WeightSource):
         n, n_blocks, _ = blocks.shape
-        self.name = name
+        self.name = source.name
+        self.source = source
+        self.dense: np.ndarray | None = None  # float32 [N, K], made by the first product with many rows
         self.shape = (n, n_blocks * Q8_0_BLOCK)
         self.blocks = blocks
         k = self.shape[1]
@@ -43,7 +52,7 @@ class Q8Weight:
             outputs={"y": ("m", n)},
             attributes={"K": k, "N": n, "bits": 8, "block_size": Q8_0_BLOCK, "accuracy_level": 4},
             domain="com.microsoft",
-        ), threads=os.cpu_count() or 1)
+        ), threads=(os.cpu_count() or 1) if n * k >= PARALLEL_VALUES else 1)
 
     def _scales(self, rows) -> np.ndarray:
         return self.blocks[rows, :, :2].copy().view(np.float16).astype(np.float32)[..., 0]

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError, check_interrupt
-from engine.layers import Attention, Linear, apply, conv, decoder_block, encoder_block, norm_weight, vector
+from engine.layers import (Attention, Linear, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm,
+                           norm_weight, vector)
 from engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
@@ -154,8 +155,10 @@ class MoonshineModel:
     def _apply(self, x: Tensor, linear: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
         return apply(self.ops, x, linear, act, residual)
 
-    def _norm(self, x: Tensor, weight: Tensor) -> Tensor:
-        return self.ops.layer_norm(x, weight, None, LAYER_NORM_EPS)
+    def _norm(self, x: Tensor, weight: Tensor) -> Tensor | NormedRow:
+        """Bias-less LayerNorm of ``x`` for ``_apply``; a decoder step's single row is normalised by the
+        products that read it (``engine.layers.NormedRow``)."""
+        return layer_norm(self.ops, x, weight, None, LAYER_NORM_EPS)
 
     def _rotate(self, x: Tensor, n_heads: int, pos0: int) -> Tensor:
         c = self.config
@@ -185,7 +188,7 @@ class MoonshineModel:
             x = self._apply(ops.attention(q, k, self._apply(h, attn.v), c.n_encoder_heads), attn.out, residual=x)
             hidden = self._apply(self._norm(x, block.norm_ffn), block.fc1, act="gelu")
             x = self._apply(hidden, block.fc2, residual=x)
-        states = self._norm(x, self.enc_final_norm)
+        states = ops.layer_norm(x, self.enc_final_norm, None, LAYER_NORM_EPS)  # a tensor, even of one row
         return EncoderOutput(states, [self._cross_cache(states, block.cross_attn) for block in self.dec_blocks])
 
     def _cross_cache(self, states: Tensor, attn: Attention) -> Any:
@@ -231,7 +234,7 @@ class MoonshineModel:
             hidden = ops.swiglu(self._apply(self._norm(x, block.norm_ffn), block.fc1))
             x = self._apply(hidden, block.fc2, residual=x)
         state.position = pos0 + 1
-        return ops.gemv(self._norm(x, self.dec_final_norm), self.token_embedding)
+        return self._apply(self._norm(x, self.dec_final_norm), Linear(self.token_embedding, None))
 
 
 class Stem:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelFileError
-from engine.layers import Linear, Norm, apply, conv, decoder_block, encoder_block, norm
+from engine.layers import Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm, norm
 from engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
@@ -130,8 +130,10 @@ class WhisperModel:
     def _apply(self, x: Tensor, linear: Linear, act: str = "none", residual: Tensor | None = None) -> Tensor:
         return apply(self.ops, x, linear, act, residual)
 
-    def _layer_norm(self, x: Tensor, norm: Norm) -> Tensor:
-        return self.ops.layer_norm(x, norm.weight, norm.bias, LAYER_NORM_EPS)
+    def _layer_norm(self, x: Tensor, norm: Norm) -> Tensor | NormedRow:
+        """Normalised ``x`` for ``_apply``; a decoder step's single row is normalised by the products
+        that read it (``engine.layers.NormedRow``)."""
+        return layer_norm(self.ops, x, norm.weight, norm.bias, LAYER_NORM_EPS)
 
     def _ffn(self, x: Tensor, norm: Norm, fc1: Linear, fc2: Linear) -> Tensor:
         """Pre-LN feed-forward branch added back onto ``x``."""
@@ -207,7 +209,7 @@ class WhisperModel:
         """One decoder step on the backend: ids [1] in, logits tensor [1, n_vocab] out, no read-back
         (so a GPU can record it, and an argmax can feed the next step's ``ids``)."""
         x = self._decoder_layers(state, ids)
-        return self.ops.gemv(self._layer_norm(x, self.dec_final_norm), self.token_embedding)
+        return self._apply(self._layer_norm(x, self.dec_final_norm), Linear(self.token_embedding, None))
 
     def _decoder_layers(self, state: DecoderState, ids: Tensor) -> Tensor:
         """Run ids [T] through every decoder block at positions state.position...+T-1; returns [T, d]."""

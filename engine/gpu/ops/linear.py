@@ -13,7 +13,7 @@ import numpy as np
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor, GpuWeight
-from engine.ops import Activation
+from engine.ops import Activation, RowNorm
 
 ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4}  # gemm.wgsl's ACT
 WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl
@@ -54,12 +54,17 @@ class LinearOps(GpuOpsBase):
         act: Activation = "none",
         residual: GpuTensor | None = None,
         alpha: float = 1.0,
+        norm: RowNorm | None = None,
     ) -> GpuTensor:
-        """a: [1, K] -> [1, N]: a workgroup per 8 outputs so a single row still spreads over the GPU."""
+        """a: [1, K] -> [1, N]: a workgroup per 8 outputs so a single row still spreads over the GPU.
+        With ``norm`` every workgroup normalises the row itself (its K values are little to read next
+        to its 8 rows of W), which saves the norm's own dispatch."""
         if self._check_linear(a, w, bias, residual) != 1:
             raise ValueError(f"gemv takes one row, got a of shape {a.shape}; use gemm")
+        if norm is not None and (norm.weight.shape != (w.k,) or (norm.bias is not None and norm.bias.shape != (w.k,))):
+            raise ValueError(f"{w.name}: a norm over {norm.weight.shape} does not fit rows of {w.k}")
         out = self.empty((1, w.n))
-        self._linear("gemv", grid(-(-w.n // GEMV_ROWS)), a, w, bias, act, residual, alpha, out)
+        self._linear("gemv", grid(-(-w.n // GEMV_ROWS)), a, w, bias, act, residual, alpha, out, norm)
         return out
 
     def add(self, x: GpuTensor, y: GpuTensor) -> GpuTensor:
@@ -120,6 +125,7 @@ class LinearOps(GpuOpsBase):
         residual: GpuTensor | None,
         alpha: float,
         out: GpuTensor,
+        norm: RowNorm | None = None,
     ) -> None:
         if act not in ACTIVATIONS:
             raise ValueError(f"unknown activation {act!r} (one of {', '.join(ACTIVATIONS)})")
@@ -127,11 +133,16 @@ class LinearOps(GpuOpsBase):
         # binding it twice is allowed), which keeps one layout and no dummy allocations.
         scales = w.scales if w.scales is not None else w.data
         buffers = [a, w.data, scales, bias if bias is not None else a, residual if residual is not None else a, out]
-        params = [a.shape[0], w.n, w.k, w.k_pad, w.scales_per_row // 2, float(alpha)]
+        params = [a.shape[0], w.n, w.k, w.k_pad, w.scales_per_row // 2, float(alpha), 0.0]
         variant = {
             "WTYPE": WEIGHT_TYPES[w.kind],
             "ACT": ACTIVATIONS[act],
             "HAS_BIAS": bias is not None,
             "HAS_RESIDUAL": residual is not None,
         }
+        if entry == "gemv":  # gemv's layout has the norm's bindings too
+            buffers += [a, a] if norm is None else [norm.weight, norm.bias if norm.bias is not None else a]
+            if norm is not None:
+                params[-1] = float(norm.eps)
+                variant["NORM"] = 1 if norm.bias is not None else 2
         self.run("gemm.wgsl", buffers, params, groups, entry, **variant)
