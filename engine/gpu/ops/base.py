@@ -51,7 +51,10 @@ class GpuOpsBase(Ops):
         return self._upload(np.ascontiguousarray(ids, dtype=np.uint32).reshape(-1))
 
     def weight(self, source: WeightSource) -> GpuWeight:
-        return upload_weight(self.device, source)
+        weight = upload_weight(self.device, source)  # write_buffer has copied the data
+        if source.release is not None:
+            source.release()
+        return weight
 
     def read(self, x: GpuTensor) -> np.ndarray:
         return self.read_later(x)()
