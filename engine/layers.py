@@ -116,8 +116,9 @@ class NormedRow:
 
 
 def layer_norm(ops: Ops, x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor | NormedRow:
-    """LayerNorm of ``x`` for ``apply``: done now for many rows, left to the products for one."""
-    if x.shape[0] == 1:
+    """LayerNorm of ``x`` for ``apply``: done now, or for one row on a backend that folds it into
+    the products (``Ops.folds_row_norms``), left to them."""
+    if x.shape[0] == 1 and ops.folds_row_norms:
         return NormedRow(x, RowNorm(weight, bias, eps))
     return ops.layer_norm(x, weight, bias, eps)
 

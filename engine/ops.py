@@ -95,6 +95,10 @@ class Ops(abc.ABC):
 
     name: str  # "gpu" or "cpu"
 
+    folds_row_norms: bool = False
+    """Whether ``gemv`` with ``norm`` saves work over ``layer_norm`` then ``gemv`` (a GPU: a dispatch);
+    ``engine.layers.layer_norm`` leaves a decoder step's norms to the products only then."""
+
     decode_steps_per_read: int = 1
     """Decoder steps to record between read-backs of a ``whisper_selection``
     (``engine.whisper.decode.sample_greedy``): 1 where reading is free, more where each read-back is

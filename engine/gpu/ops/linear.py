@@ -30,6 +30,8 @@ def _groups_for(count: int) -> tuple[int, int, int]:
 class LinearOps(GpuOpsBase):
     """The ``linear`` kernel group of ``engine.ops.Ops`` (see there for the exact semantics)."""
 
+    folds_row_norms = True  # gemv's NORM variant
+
     def gemm(
         self,
         a: GpuTensor,
