@@ -1,5 +1,6 @@
 """One-node ONNX Runtime sessions, for the CPU work that numpy does badly: an int8 matrix product
-(``engine.cpu.q8_matmul``) and a recurrent layer's loop over time (``engine.silero``).
+(``engine.cpu.q8_matmul``), an encoder's attention (``engine.cpu.ops``) and a recurrent layer's loop
+over time (``engine.silero``).
 
 The model is written here in ONNX's protobuf wire format (the ``onnx`` package is not a
 dependency; ``engine.onnx_constants`` reads the same format): ``ModelProto`` -> ``GraphProto`` ->
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 _DATA_TYPES = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2}  # TensorProto.DataType
-_ATTRIBUTE_INT = 2  # AttributeProto.AttributeType
+_ATTRIBUTE_FLOAT, _ATTRIBUTE_INT = 1, 2  # AttributeProto.AttributeType
 
 
 def _varint(value: int) -> bytes:
@@ -39,6 +40,13 @@ def _bytes(number: int, value: bytes | str) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(data)) + data
 
 
+def _attribute(name: str, value: int | float) -> bytes:
+    """An AttributeProto: an int (field i, 3) or a float (field f, 2: fixed 32 bits)."""
+    if isinstance(value, int):
+        return _bytes(1, name) + _int(3, value) + _int(20, _ATTRIBUTE_INT)
+    return _bytes(1, name) + _varint(2 << 3 | 5) + np.float32(value).tobytes() + _int(20, _ATTRIBUTE_FLOAT)
+
+
 def _external_tensor(name: str, array: np.ndarray) -> bytes:
     """A TensorProto whose data the session is given apart (data_location EXTERNAL, "location" = name)."""
     dims = b"".join(_int(1, d) for d in array.shape)
@@ -56,21 +64,20 @@ def _value_info(name: str, dims: tuple[int | str, ...]) -> bytes:
 @dataclass
 class Node:
     """One operator: its inputs in order ("" for an optional one left out), float32 graph inputs
-    with their shapes, weights by name, outputs, int attributes, and the opset domain it is in."""
+    with their shapes, weights by name, outputs, int or float attributes, and its opset domain."""
 
     op_type: str
     inputs: list[str]
     graph_inputs: dict[str, tuple[int | str, ...]]
     weights: dict[str, np.ndarray]
     outputs: dict[str, tuple[int | str, ...]]
-    attributes: dict[str, int] = field(default_factory=dict)
+    attributes: dict[str, int | float] = field(default_factory=dict)
     domain: str = ""
 
     def model(self) -> bytes:
         node = b"".join(_bytes(1, name) for name in self.inputs) + b"".join(_bytes(2, name) for name in self.outputs)
         node += _bytes(4, self.op_type)
-        node += b"".join(_bytes(5, _bytes(1, key) + _int(3, value) + _int(20, _ATTRIBUTE_INT))
-                         for key, value in self.attributes.items())
+        node += b"".join(_bytes(5, _attribute(key, value)) for key, value in self.attributes.items())
         node += _bytes(7, self.domain)
         graph = _bytes(1, node) + _bytes(2, self.op_type.lower())
         graph += b"".join(_bytes(5, _external_tensor(name, array)) for name, array in self.weights.items())

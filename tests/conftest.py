@@ -38,10 +38,10 @@ def gpu_ops():
 
 @pytest.fixture(scope="session")
 def cpu_ops():
-    """The numpy backend in exact float32 (no int8 decoder products): the oracle of the kernel tests."""
+    """The numpy backend as plain numpy (no ONNX Runtime kernels): the oracle of the kernel tests."""
     from engine.cpu.ops import NumpyOps
 
-    return NumpyOps(int8=False)
+    return NumpyOps(fast=False)
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,16 @@ def test_q8_0_weight_stays_in_8_bits_for_decoder_steps():
     assert table.dense is not None
 
 
+@pytest.mark.parametrize(("tq", "tk", "heads", "head_dim", "scale"), [(150, 150, 6, 64, None), (7, 33, 3, 36, 0.3)])
+def test_fast_attention_is_the_plain_one(tq, tk, heads, head_dim, scale):
+    """An encoder's attention on ONNX Runtime's MultiHeadAttention (``fast``) gives what the plain
+    numpy loops over heads give, to float32 rounding; masked or relative attention stays in numpy."""
+    q, k, v = randn(tq, heads * head_dim), randn(tk, heads * head_dim), randn(tk, heads * head_dim)
+    plain = NumpyOps(fast=False).attention(q, k, v, heads, scale=scale)
+    np.testing.assert_allclose(ops.attention(q, k, v, heads, scale=scale), plain, rtol=1e-5, atol=1e-5)
+    assert ops._attention_sessions  # the fast path was taken
+
+
 def test_gelu_is_exact_erf_form():
     x = np.linspace(-12, 12, 20001, dtype=np.float32)
     got = ops.gemm(x[:, None], np.ones((1, 1), np.float32), act="gelu")[:, 0]

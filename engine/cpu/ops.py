@@ -20,10 +20,12 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from engine import onnx_graph
 from engine.cpu.q8_matmul import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, STEP_ROWS, Q8Weight
 from engine.ops import Activation, Ops, WeightSource, WhisperRules
 
@@ -236,15 +238,20 @@ def whisper_allowed_logits(logits: np.ndarray, rules: WhisperRules, chosen: list
 
 
 class NumpyOps(Ops):
-    """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``,
-    except Q8_0 ones with ``int8`` (the engine's choice): those stay in 8 bits for decoder steps
-    (``engine.cpu.q8_matmul``), whose activations are then quantized too. The kernel tests' oracle
-    turns it off, so that its products are the exact float32 ones the GPU kernels compute."""
+    """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``.
+
+    ``fast`` (the engine's choice) hands two things numpy does slowly to ONNX Runtime kernels: Q8_0
+    weights stay in 8 bits for decoder steps (``engine.cpu.q8_matmul``; their activations are then
+    quantized too), and an encoder's attention is its ``MultiHeadAttention`` (18 ms a layer of
+    Whisper tiny instead of 37). The kernel tests' oracle turns it off, so that every method stays
+    the plain numpy written from the contract, with the exact float32 products the GPU computes.
+    """
 
     name = "cpu"
 
-    def __init__(self, int8: bool = True) -> None:
-        self.int8 = int8
+    def __init__(self, fast: bool = True) -> None:
+        self.fast = fast
+        self._attention_sessions: dict[tuple[int, float | None], Any] = {}  # (heads, scale) -> session
 
     def describe(self) -> str:
         return f"numpy {np.__version__} on the CPU ({os.cpu_count()} cores)"
@@ -258,9 +265,9 @@ class NumpyOps(Ops):
         return np.array(ids, dtype=np.uint32).reshape(-1)
 
     def weight(self, source: WeightSource) -> np.ndarray | Q8Weight:
-        """float32, except Q8_0 with ``int8``, which stays in 8 bits (``Q8Weight``): a decoder step
+        """float32, except Q8_0 when ``fast``, which stays in 8 bits (``Q8Weight``): a decoder step
         reads every weight for one row, so reading them is most of its time."""
-        if self.int8 and source.ggml_type == "Q8_0" and len(source.shape) == 2:
+        if self.fast and source.ggml_type == "Q8_0" and len(source.shape) == 2:
             return Q8Weight(q8_0_blocks(source), source)
         return dequantize(source)
 
@@ -380,6 +387,9 @@ class NumpyOps(Ops):
 
     def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None):
         tq, tk = q.shape[0], k.shape[0]
+        if self.fast and not causal and rel is None and tq and tk:  # an encoder's: ONNX Runtime's kernel
+            run = self._attention_session(n_heads, scale).run
+            return run(None, {"q": q[None], "k": k[None], "v": v[None]})[0][0]
         dh = q.shape[1] // n_heads
         q = q * np.float32(1.0 / np.sqrt(dh) if scale is None else scale)
         out = np.empty((tq, n_heads * dh), np.float32)
@@ -403,6 +413,18 @@ class NumpyOps(Ops):
 
         in_blocks(tq, tq * tk * n_heads, block)
         return out
+
+    def _attention_session(self, n_heads: int, scale: float | None):
+        """ONNX Runtime's MultiHeadAttention over [1, T, H*dh] inputs, made once per heads and scale."""
+        session = self._attention_sessions.get((n_heads, scale))
+        if session is None:
+            attributes = {"num_heads": n_heads} | ({} if scale is None else {"scale": float(scale)})
+            session = onnx_graph.session(onnx_graph.Node(
+                "MultiHeadAttention", ["q", "k", "v"], {"q": (1, "t", "d"), "k": (1, "s", "d"), "v": (1, "s", "d")},
+                weights={}, outputs={"out": (1, "t", "d")}, attributes=attributes, domain="com.microsoft",
+            ), threads=_CORES)
+            self._attention_sessions[n_heads, scale] = session
+        return session
 
     def rotary(self, x, n_heads, rot_dim, base, pos0, interleaved):
         t, width = x.shape
