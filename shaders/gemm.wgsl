@@ -221,9 +221,14 @@ const GEMV_LANES = 32u;
 
 var<workgroup> partial: array<f32, 256>;
 
+// Which of k .. k+3 lie inside the row (k < K).
+fn in_row(k: u32) -> vec4<bool> {
+    return vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k);
+}
+
 // a[k .. k+3], k a multiple of 4; values past K (the buffer holds whatever was there) become 0.
 fn a4(k: u32) -> vec4<f32> {
-    return select(vec4<f32>(0.0), a_vec[k / 4u], vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k));
+    return select(vec4<f32>(0.0), a_vec[k / 4u], in_row(k));
 }
 
 // The sum over the workgroup of each thread's `value`, for every thread (it leaves `partial` dirty).
@@ -251,8 +256,7 @@ fn row_stats(t: u32) -> vec2<f32> {
     let mean = workgroup_sum(t, dot(sum, vec4<f32>(1.0))) / f32(p.k);
     var squares = 0.0;
     for (var k = t * 4u; k < p.k; k += 1024u) {
-        let inside = vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k);
-        let d = select(vec4<f32>(0.0), a4(k) - mean, inside);
+        let d = select(vec4<f32>(0.0), a4(k) - mean, in_row(k));
         squares += dot(d, d);
     }
     return vec2<f32>(mean, inverseSqrt(workgroup_sum(t, squares) / f32(p.k) + p.eps));
@@ -263,12 +267,11 @@ fn normed4(k: u32, stats: vec2<f32>) -> vec4<f32> {
     if (NORM == 0u) {
         return a4(k);
     }
-    let inside = vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k);
     var v = (a4(k) - stats.x) * stats.y * norm_w[k / 4u];
     if (NORM == 1u) {
         v += norm_b[k / 4u];
     }
-    return select(vec4<f32>(0.0), v, inside);
+    return select(vec4<f32>(0.0), v, in_row(k));
 }
 
 @compute @workgroup_size(256)

@@ -105,6 +105,7 @@ fn attend(
     let i = row % p.rows;
     let h = row / p.rows;
     let out = group * (HEAD_DIM + 2u);
+    let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM; // the row in out [Tq, H*dh] when blocks == 1
 
     var visible = p.length;
     if (p.causal == 1u) {
@@ -114,7 +115,6 @@ fn attend(
     if (key0 >= visible) {
         // Nothing visible in this block (causal rows of a prefill): an empty partial, or, written
         // straight to out (one block, see below), zeros.
-        let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
         for (var e = tid; e < HEAD_DIM + 2u; e += BLOCK) {
             if (p.blocks == 1u) {
                 if (e < HEAD_DIM) {
@@ -193,7 +193,6 @@ fn attend(
         // One block holds every key the row sees (a decoder's own tokens): the partial is the
         // answer, so write it normalised straight to out [Tq, H*dh] (the buffer bound here) and
         // the host skips `combine`.
-        let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
         attend_partials[out_row + 2u * tid] = weighted.x / l;
         if (2u * tid + 1u < HEAD_DIM) {
             attend_partials[out_row + 2u * tid + 1u] = weighted.y / l;

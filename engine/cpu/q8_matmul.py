@@ -34,34 +34,46 @@ STEP_ROWS = 16  # products with at most this many rows (decoder steps, short pre
 PARALLEL_VALUES = 1 << 22
 
 
+def q8_0_blocks(source: WeightSource) -> np.ndarray:
+    """A Q8_0 weight's blocks, uint8 [N, K/32, 34] (float16 scale, then 32 int8)."""
+    n, k = source.shape
+    if k % Q8_0_BLOCK:
+        raise ValueError(f"{source.name}: Q8_0 rows must be a multiple of 32 wide, got K={k}")
+    return np.ascontiguousarray(source.data, dtype=np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
+
+
+def q8_0_scales(blocks: np.ndarray) -> np.ndarray:
+    """The float32 scales [..., K/32, 1] of blocks [..., K/32, 34]."""
+    return blocks[..., :2].copy().view(np.float16).astype(np.float32)
+
+
+def q8_0_values(blocks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The float32 values [..., K/32, 32] of blocks [..., K/32, 34]: int8 times scale, exact in float32."""
+    return np.multiply(blocks[..., 2:].view(np.int8), q8_0_scales(blocks), out=out)
+
+
 class Q8Weight:
     """A [N, K] weight kept as its GGUF Q8_0 blocks (uint8 [N, K/32, 34]: float16 scale, 32 int8)."""
 
-    def __init__(self, blocks: np.ndarray, source: WeightSource):
-        n, n_blocks, _ = blocks.shape
+    def __init__(self, source: WeightSource):
         self.name = source.name
         self.source = source
         self.dense: np.ndarray | None = None  # float32 [N, K], made by the first product with many rows
-        self.shape = (n, n_blocks * Q8_0_BLOCK)
-        self.blocks = blocks
-        k = self.shape[1]
+        self.blocks = q8_0_blocks(source)
+        self.shape = source.shape
+        n, k = self.shape
         self.session = onnx_graph.session(onnx_graph.Node(
             "MatMulNBits", ["a", "quants", "scales"], {"a": ("m", k)},
             # int8 + 128 as uint8 (the default zero point of 8-bit MatMulNBits), in one uint8 pass
-            weights={"quants": np.bitwise_xor(blocks[:, :, 2:], 0x80), "scales": self._scales(slice(None)).reshape(-1)},
+            weights={"quants": np.bitwise_xor(self.blocks[:, :, 2:], 0x80), "scales": q8_0_scales(self.blocks).reshape(-1)},
             outputs={"y": ("m", n)},
             attributes={"K": k, "N": n, "bits": 8, "block_size": Q8_0_BLOCK, "accuracy_level": 4},
             domain="com.microsoft",
         ), threads=(os.cpu_count() or 1) if n * k >= PARALLEL_VALUES else 1)
 
-    def _scales(self, rows) -> np.ndarray:
-        return self.blocks[rows, :, :2].copy().view(np.float16).astype(np.float32)[..., 0]
-
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """The float32 rows ``ids`` [T] of the weight, [T, K] (an embedding lookup)."""
-        blocks = self.blocks[ids]
-        values = blocks[:, :, 2:].view(np.int8) * self._scales(ids)[..., None]
-        return values.reshape(len(ids), self.shape[1]).astype(np.float32)
+        return q8_0_values(self.blocks[ids]).reshape(len(ids), self.shape[1])
 
     def matmul(self, a: np.ndarray) -> np.ndarray:
         """``a [M, K] @ W.T`` -> float32 [M, N], the activations quantized per block of 32."""

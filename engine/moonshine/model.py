@@ -146,6 +146,7 @@ class MoonshineModel:
         self.enc_final_norm = norm_weight(model_file, ops, "enc.final_norm")
         # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
+        self.unembed = Linear(self.token_embedding, None)  # logits: the table, tied, as a layer
         self.dec_blocks = [decoder_block(model_file, ops, f"dec.blocks.{i}", norm_weight)
                            for i in range(c.n_decoder_layers)]
         self.dec_final_norm = norm_weight(model_file, ops, "dec.final_norm")
@@ -234,7 +235,7 @@ class MoonshineModel:
             hidden = ops.swiglu(self._apply(self._norm(x, block.norm_ffn), block.fc1))
             x = self._apply(hidden, block.fc2, residual=x)
         state.position = pos0 + 1
-        return self._apply(self._norm(x, self.dec_final_norm), Linear(self.token_embedding, None))
+        return self._apply(self._norm(x, self.dec_final_norm), self.unembed)
 
 
 class Stem:

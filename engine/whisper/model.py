@@ -117,6 +117,7 @@ class WhisperModel:
         self.enc_final_norm = norm(model_file, ops, "enc.final_norm")
         # [n_vocab, d]: the embedding table, and (tied) the output projection that makes logits
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
+        self.unembed = Linear(self.token_embedding, None)  # logits: the table, tied, as a layer
         self.dec_positions = ops.tensor(model_file.array("dec.pos_emb.weight"))  # [n_text_ctx, d]
         self.dec_blocks = [decoder_block(model_file, ops, f"dec.blocks.{i}") for i in range(c.n_text_layer)]
         self.dec_final_norm = norm(model_file, ops, "dec.final_norm")
@@ -209,7 +210,7 @@ class WhisperModel:
         """One decoder step on the backend: ids [1] in, logits tensor [1, n_vocab] out, no read-back
         (so a GPU can record it, and an argmax can feed the next step's ``ids``)."""
         x = self._decoder_layers(state, ids)
-        return self._apply(self._layer_norm(x, self.dec_final_norm), Linear(self.token_embedding, None))
+        return self._apply(self._layer_norm(x, self.dec_final_norm), self.unembed)
 
     def _decoder_layers(self, state: DecoderState, ids: Tensor) -> Tensor:
         """Run ids [T] through every decoder block at positions state.position...+T-1; returns [T, d]."""
