@@ -25,9 +25,10 @@ def make_ops(device: DeviceChoice = "auto") -> Ops:
     if device == "cpu":
         return _numpy("--device cpu was asked for")
     from engine.gpu import GpuOps
+    from engine.models import cache_dir
 
     try:
-        ops = GpuOps()
+        ops = GpuOps(kernels_dir=cache_dir() / "kernels")
     except GpuError as error:
         if device == "gpu":
             raise

@@ -41,6 +41,15 @@ class Attention:
 
 
 @dataclass
+class StackedAttention:
+    """Self-attention whose q, k and v projections are one stacked layer (``stacked_linear``):
+    its output [T, 3d] holds q, k and v side by side, for ``Ops.columns``."""
+
+    qkv: Linear
+    out: Linear
+
+
+@dataclass
 class EncoderBlock:
     """A pre-norm Transformer encoder block: self-attention, then a two-layer MLP, each after its norm.
     A norm is a ``Norm`` (Whisper) or a bias-less norm's weight [d] (Moonshine): see ``encoder_block``."""
@@ -58,7 +67,7 @@ class DecoderBlock:
     states, then the MLP, each after its norm."""
 
     norm_self: Any
-    self_attn: Attention
+    self_attn: Attention | StackedAttention
     norm_cross: Any
     cross_attn: Attention
     norm_ffn: Any
@@ -78,6 +87,32 @@ def optional_vector(model_file, ops: Ops, name: str) -> Tensor | None:
 def linear(model_file, ops: Ops, prefix: str) -> Linear:
     """``prefix.weight`` [N, K] in its file type and ``prefix.bias`` when the file has it."""
     return Linear(ops.weight(model_file.tensor(f"{prefix}.weight")), optional_vector(model_file, ops, f"{prefix}.bias"))
+
+
+def stacked_linear(model_file, ops: Ops, prefixes: list[str]) -> Linear:
+    """The linear layers ``prefixes`` (same input size) as one, weights stacked along N: one product
+    where the model would run several on the same input (a decoder step's q, k and v: one dispatch
+    instead of three). Biases are stacked with zeros for a layer without one (Whisper's k). Weights
+    that share a file type stack as their raw rows (a Q8_0 row is whole blocks), mixed ones as float32."""
+    sources = [model_file.tensor(f"{prefix}.weight") for prefix in prefixes]
+    if len({s.shape[1:] for s in sources}) != 1 or len(sources[0].shape) != 2:
+        shapes = ", ".join(f"{s.name} {s.shape}" for s in sources)
+        raise ModelFileError(model_file.path, f"can't stack weights of different input sizes ({shapes})")
+    if len({s.ggml_type for s in sources}) == 1:
+        kind, data = sources[0].ggml_type, np.concatenate([np.asarray(s.data) for s in sources])
+    else:
+        kind, data = "F32", np.concatenate([model_file.array(s.name) for s in sources])
+    for source in sources:  # the stack is a copy: the file's pages of the parts can go
+        if source.release is not None:
+            source.release()
+    n = sum(s.shape[0] for s in sources)
+    weight = ops.weight(WeightSource("+".join(s.name for s in sources), kind, (n, sources[0].shape[1]), data))
+    biases = [f"{prefix}.bias" for prefix in prefixes]
+    if not any(model_file.has(name) for name in biases):
+        return Linear(weight, None)
+    parts = [model_file.array(name) if model_file.has(name) else np.zeros(s.shape[0], np.float32)
+             for name, s in zip(biases, sources)]
+    return Linear(weight, ops.tensor(np.concatenate(parts)))
 
 
 def norm(model_file, ops: Ops, prefix: str) -> Norm:
@@ -142,11 +177,15 @@ def encoder_block(model_file, ops: Ops, prefix: str, load_norm=norm) -> EncoderB
     )
 
 
-def decoder_block(model_file, ops: Ops, prefix: str, load_norm=norm) -> DecoderBlock:
-    """``prefix.{norm_self, self_attn, norm_cross, cross_attn, norm_ffn, ffn.fc1, ffn.fc2}``."""
+def decoder_block(model_file, ops: Ops, prefix: str, load_norm=norm, stack_self_qkv: bool = False) -> DecoderBlock:
+    """``prefix.{norm_self, self_attn, norm_cross, cross_attn, norm_ffn, ffn.fc1, ffn.fc2}``;
+    ``stack_self_qkv``: self-attention as a ``StackedAttention``."""
+    self_attn = f"{prefix}.self_attn"
     return DecoderBlock(
         norm_self=load_norm(model_file, ops, f"{prefix}.norm_self"),
-        self_attn=attention(model_file, ops, f"{prefix}.self_attn"),
+        self_attn=StackedAttention(stacked_linear(model_file, ops, [f"{self_attn}.{p}" for p in "qkv"]),
+                                   linear(model_file, ops, f"{self_attn}.out"))
+        if stack_self_qkv else attention(model_file, ops, self_attn),
         norm_cross=load_norm(model_file, ops, f"{prefix}.norm_cross"),
         cross_attn=attention(model_file, ops, f"{prefix}.cross_attn"),
         norm_ffn=load_norm(model_file, ops, f"{prefix}.norm_ffn"),

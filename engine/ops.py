@@ -311,14 +311,21 @@ class Ops(abc.ABC):
         """Allocate an empty K/V cache for ``capacity`` positions of ``n_heads`` heads (f16 on the GPU)."""
 
     @abc.abstractmethod
+    def columns(self, x: Tensor, start: int, stop: int) -> Tensor:
+        """Columns ``start .. stop`` of x [T, N] without a copy: the q, k and v of one stacked
+        projection (``engine.layers.stacked_linear``). ``kv_pack`` and ``attend`` read them in place;
+        on the GPU no other method takes them."""
+
+    @abc.abstractmethod
     def kv_pack(self, cache: Any, k: Tensor, v: Tensor, pos0: int) -> None:
-        """Write K and V rows k, v: [T, H*dh] into the cache at positions pos0 .. pos0+T-1 (in place)."""
+        """Write K and V rows k, v: [T, H*dh] (tensors or ``columns``) into the cache at positions
+        pos0 .. pos0+T-1 (in place)."""
 
     @abc.abstractmethod
     def attend(self, q: Tensor, cache: Any, length: int, causal: bool = True, scale: float | None = None) -> Tensor:
         """Attention of new query rows over a cache holding ``length`` positions.
 
-        q: [Tq, H*dh] -> [Tq, H*dh]. With ``causal`` row i sees positions 0 .. length - Tq + i (so
+        q: [Tq, H*dh] (a tensor or ``columns``) -> [Tq, H*dh]. With ``causal`` row i sees positions 0 .. length - Tq + i (so
         Tq=1 sees all, and a prefill of Tq rows is causal); without it (cross-attention) every row
         sees all ``length`` positions. ``scale`` defaults to 1/sqrt(dh). On the GPU the keys are split into blocks, each block
         reduced to a partial (max, sum, weighted V) and a ``combine`` step merges them, so that one

@@ -1,5 +1,5 @@
 // The decoder's K/V cache: pack new rows in, attend over it split into key blocks, combine the
-// blocks (engine/gpu/ops/attention.py, class KvCache).
+// blocks; a decoder step's attend packs its row itself (engine/gpu/ops/attention.py, class KvCache).
 //
 // Cache layout, one buffer of u32, each u32 two f16 (dims 2c and 2c+1 through pack2x16float;
 // an odd head_dim's last pair has a zero high half):
@@ -31,6 +31,13 @@ struct Params {
     scale: f32,     // attend
     blocks: u32,    // attend and combine: key blocks per (head, row)
     groups: u32,    // work items the grid covers (pack: words; attend: workgroups; combine: rows)
+    // Where the inputs' rows are (Ops.columns: q, k and v may be columns of one [T, 3*H*dh] tensor):
+    // row t of k starts at float k_at + t * stride, of v at v_at + t * stride, of q at q_at + t * stride.
+    q_at: u32,
+    k_at: u32,
+    v_at: u32,
+    stride: u32,
+    packs: u32,     // attend: 1 if it packs the row of k and v at pos0 first (a decoder step)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -41,19 +48,21 @@ fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 
 // ---- pack: k, v [T, H*dh] float32 -> cache positions pos0 .. pos0+T-1, K and V in one dispatch ----
 
+// Bindings: pack reads k (1) and v (2) into the cache (3); attend reads q (4) and the cache (3) into
+// out (5), and k and v too when it packs; combine reads partials (1) into out (2).
 @group(0) @binding(1) var<storage, read> pack_k: array<f32>;
 @group(0) @binding(2) var<storage, read> pack_v: array<f32>;
-@group(0) @binding(3) var<storage, read_write> pack_cache: array<u32>;
+@group(0) @binding(3) var<storage, read_write> cache: array<u32>;
 
 fn pack_pair(src: u32, c: u32, is_v: bool) -> u32 {
     var lo: f32;
     var hi = 0.0;
     if (is_v) {
-        lo = pack_v[src];
-        if (2u * c + 1u < HEAD_DIM) { hi = pack_v[src + 1u]; }
+        lo = pack_v[p.v_at + src];
+        if (2u * c + 1u < HEAD_DIM) { hi = pack_v[p.v_at + src + 1u]; }
     } else {
-        lo = pack_k[src];
-        if (2u * c + 1u < HEAD_DIM) { hi = pack_k[src + 1u]; }
+        lo = pack_k[p.k_at + src];
+        if (2u * c + 1u < HEAD_DIM) { hi = pack_k[p.k_at + src + 1u]; }
     }
     return pack2x16float(vec2<f32>(lo, hi));
 }
@@ -74,17 +83,16 @@ fn pack(
     let c = e % PAIRS;
     let h = (e / PAIRS) % p.heads;
     let t = e / (PAIRS * p.heads);
-    let src = (t * p.heads + h) * HEAD_DIM + 2u * c;
+    let src = t * p.stride + h * HEAD_DIM + 2u * c;
     let dst = select(0u, p.heads * p.capacity * PAIRS, is_v) + (h * p.capacity + p.pos0 + t) * PAIRS + c;
-    pack_cache[dst] = pack_pair(src, c, is_v);
+    cache[dst] = pack_pair(src, c, is_v);
 }
 
 // ---- attend: one workgroup per (head, query row, key block) -> one partial ----
 // partials: [H * Tq * blocks, HEAD_DIM + 2] float32, each row (m, l, acc[HEAD_DIM]).
 
-@group(0) @binding(1) var<storage, read> attend_q: array<f32>;
-@group(0) @binding(2) var<storage, read> attend_cache: array<u32>;
-@group(0) @binding(3) var<storage, read_write> attend_partials: array<f32>;
+@group(0) @binding(4) var<storage, read> attend_q: array<f32>;
+@group(0) @binding(5) var<storage, read_write> attend_partials: array<f32>;
 
 var<workgroup> scores: array<f32, BLOCK>;
 var<workgroup> weights: array<f32, BLOCK>;
@@ -99,6 +107,18 @@ fn attend(
     let group = group_index(wid, nwg);
     if (group >= p.groups) {
         return;
+    }
+    if (p.packs == 1u) {
+        // A decoder step (one row, one key block: group = head): write the head's new K and V pair
+        // words at pos0 first, pack's job done here to save its dispatch. No other workgroup reads
+        // this head's rows, so a barrier within the workgroup is all the ordering the writes need.
+        for (var word = tid; word < 2u * PAIRS; word += BLOCK) {
+            let is_v = word >= PAIRS;
+            let c = word % PAIRS;
+            cache[select(0u, p.heads * p.capacity * PAIRS, is_v) + (group * p.capacity + p.pos0) * PAIRS + c] =
+                pack_pair(group * HEAD_DIM + 2u * c, c, is_v);
+        }
+        storageBarrier();
     }
     let b = group % p.blocks;
     let row = group / p.blocks; // h * Tq + i
@@ -132,14 +152,14 @@ fn attend(
     var s = NEG;
     if (tid < n) {
         let k_row = (h * p.capacity + key0 + tid) * PAIRS;
-        let q_row = i * p.heads * HEAD_DIM + h * HEAD_DIM;
+        let q_row = p.q_at + i * p.stride + h * HEAD_DIM;
         var dot = 0.0;
         for (var c = 0u; c < HEAD_DIM / 2u; c++) {
-            let kk = unpack2x16float(attend_cache[k_row + c]);
+            let kk = unpack2x16float(cache[k_row + c]);
             dot += attend_q[q_row + 2u * c] * kk.x + attend_q[q_row + 2u * c + 1u] * kk.y;
         }
         if (HEAD_DIM % 2u == 1u) {
-            dot += attend_q[q_row + HEAD_DIM - 1u] * unpack2x16float(attend_cache[k_row + PAIRS - 1u]).x;
+            dot += attend_q[q_row + HEAD_DIM - 1u] * unpack2x16float(cache[k_row + PAIRS - 1u]).x;
         }
         s = dot * p.scale;
     }
@@ -168,11 +188,11 @@ fn attend(
         var acc_odd = vec2<f32>(0.0);
         var j = g;
         for (; j + group_count < n; j += 2u * group_count) {
-            acc += weights[j] * unpack2x16float(attend_cache[v_base + j * PAIRS]);
-            acc_odd += weights[j + group_count] * unpack2x16float(attend_cache[v_base + (j + group_count) * PAIRS]);
+            acc += weights[j] * unpack2x16float(cache[v_base + j * PAIRS]);
+            acc_odd += weights[j + group_count] * unpack2x16float(cache[v_base + (j + group_count) * PAIRS]);
         }
         if (j < n) {
-            acc += weights[j] * unpack2x16float(attend_cache[v_base + j * PAIRS]);
+            acc += weights[j] * unpack2x16float(cache[v_base + j * PAIRS]);
         }
         acc += acc_odd;
     }
@@ -226,17 +246,17 @@ fn combine(
     }
     let i = row % p.rows;
     let h = row / p.rows;
-    let stride = HEAD_DIM + 2u;
-    let first = row * p.blocks * stride;
+    let partial = HEAD_DIM + 2u; // floats per partial
+    let row0 = row * p.blocks * partial;
 
     // Blocks are few (1500 keys / 64 = 24), so every thread recomputes the common max and sum.
     var m = NEG;
     for (var b = 0u; b < p.blocks; b++) {
-        m = max(m, combine_partials[first + b * stride]);
+        m = max(m, combine_partials[row0 + b * partial]);
     }
     var l = 0.0;
     for (var b = 0u; b < p.blocks; b++) {
-        l += combine_partials[first + b * stride + 1u] * exp(combine_partials[first + b * stride] - m);
+        l += combine_partials[row0 + b * partial + 1u] * exp(combine_partials[row0 + b * partial] - m);
     }
     // A row that sees no position at all (causal, Tq > length) has l = 0: it gets zeros.
     let inv = select(0.0, 1.0 / l, l > 0.0);
@@ -244,7 +264,7 @@ fn combine(
     for (var d = tid; d < HEAD_DIM; d += COMBINE_THREADS) {
         var o = 0.0;
         for (var b = 0u; b < p.blocks; b++) {
-            o += combine_partials[first + b * stride + 2u + d] * exp(combine_partials[first + b * stride] - m);
+            o += combine_partials[row0 + b * partial + 2u + d] * exp(combine_partials[row0 + b * partial] - m);
         }
         combine_out[out_row + d] = o * inv;
     }

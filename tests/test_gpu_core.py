@@ -126,3 +126,54 @@ def test_kernel_timing_counts_each_dispatch_and_changes_no_result(gpu_ops):
     assert timer.busy_ms == sum(k.ns for k in timer.kernels.values()) / 1e6
     after = gpu_ops.read(gpu_ops.add(x, x))  # untimed again
     np.testing.assert_array_equal(after, 2 * gpu_ops.read(x))
+
+
+def test_wgpu_type_strings_resolve_to_the_types_cffi_parses(gpu_ops):
+    """``engine.gpu.cffi_types`` answers every C type string wgpu-py used in this process (a device,
+    pipelines, bind groups, a dispatch, a read-back) with the type cffi's own parser gives."""
+    from wgpu.backends.wgpu_native._api import ffi
+
+    from engine.gpu.cffi_types import plain_type
+
+    gpu_ops.read(gpu_ops.tensor(np.ones(3, np.float32)))
+    strings = [key for key in list(ffi._parsed_types) if not key.startswith("__")]
+    assert len(strings) > 30 and ffi._parser.parse_type.plain_shapes
+    for cdecl in strings:
+        assert plain_type(ffi._parser, cdecl) == ffi._parser.parse_type_and_quals(cdecl)[0], cdecl
+
+
+def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_path, caplog):
+    """A registry lists what it builds; the next one on the adapter builds the list on worker
+    threads at once, and hands those out; a damaged list is ignored, with a warning."""
+    from engine.gpu.kernels import Kernels, known_pipelines_file
+
+    known = known_pipelines_file(gpu_ops.device, tmp_path)
+    assert gpu_ops.device.info["device"].split()[0].lower() in known.name
+    first = Kernels(gpu_ops.device, known)
+    first.pipeline("mark.wgsl")
+    first.pipeline("elementwise.wgsl", "add")
+    second = Kernels(gpu_ops.device, known)
+    assert set(second.building) | set(second.pipelines) == set(first.pipelines)
+    ahead = [future.result() for future in list(second.building.values())]
+    assert second.pipeline("elementwise.wgsl", "add") in ahead + list(second.pipelines.values())
+    assert not second.building
+    x = gpu_ops.tensor(np.arange(4, dtype=np.float32))
+    out = gpu_ops.empty((4,))
+    gpu_ops.recorder.dispatch(second.pipeline("elementwise.wgsl", "add"), [x.buffer, x.buffer, out.buffer], [4], (1, 1, 1))
+    np.testing.assert_array_equal(gpu_ops.read(out), 2 * np.arange(4))
+    known.write_text("not json")
+    assert not Kernels(gpu_ops.device, known).building
+    assert "Ignoring the list of kernels" in caplog.text
+
+
+def test_the_kernel_list_is_per_version_of_the_shaders(gpu_ops, tmp_path, monkeypatch):
+    import shutil
+
+    from engine.gpu.kernels import known_pipelines_file, shaders_dir
+
+    before = known_pipelines_file(gpu_ops.device, tmp_path)
+    copy = tmp_path / "shaders"
+    shutil.copytree(shaders_dir(), copy)
+    (copy / "mark.wgsl").write_text((copy / "mark.wgsl").read_text() + "\n// changed\n")
+    monkeypatch.setenv("SAYSO_SHADERS", str(copy))
+    assert known_pipelines_file(gpu_ops.device, tmp_path) != before

@@ -112,6 +112,49 @@ def test_prefill_is_causal_in_the_cache(gpu_ops, cpu_ops):
     np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
 
 
+@pytest.mark.parametrize("rows, length", [(3, 3), (1, 70)])  # a prefill in one key block; a step over two
+def test_pack_and_attend_read_columns_of_a_stacked_projection(gpu_ops, cpu_ops, rows, length):
+    """q, k, v as ``columns`` of one [T, 3*H*dh] tensor (a stacked q/k/v projection) give what the
+    same rows as tensors of their own give, on both backends."""
+    rng = np.random.default_rng(rows)
+    heads, head_dim = 2, 36
+    width = heads * head_dim
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 80, [(0, length - rows)] if length > rows else [], rng)
+    qkv = random(rng, rows, 3 * width)
+    for ops, cache in zip((gpu_ops, cpu_ops), caches):
+        stacked = ops.tensor(qkv)
+        k, v = ops.columns(stacked, width, 2 * width), ops.columns(stacked, 2 * width, 3 * width)
+        ops.kv_pack(cache, k, v, length - rows)
+    gpu = gpu_ops.read(gpu_ops.attend(gpu_ops.columns(gpu_ops.tensor(qkv), 0, width), caches[0], length))
+    cpu = cpu_ops.attend(cpu_ops.columns(cpu_ops.tensor(qkv), 0, width), caches[1], length)
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+    alone = gpu_ops.tensor(np.ascontiguousarray(qkv[:, :width]))
+    np.testing.assert_array_equal(gpu, gpu_ops.read(gpu_ops.attend(alone, caches[0], length)))
+
+
+def test_a_step_packs_and_attends_in_one_dispatch(gpu_ops, cpu_ops):
+    """A one-row pack waits for the attend that reads it (one dispatch: kv_cache.wgsl's attend packs
+    it); a second pack before that attend records the first, so both rows are there."""
+    rng = np.random.default_rng(9)
+    heads, head_dim = 2, 64
+    caches = fill_caches(gpu_ops, cpu_ops, heads, head_dim, 16, [(0, 4)], rng)
+    q = random(rng, 1, heads * head_dim)
+    pack_both(gpu_ops, cpu_ops, caches, 4, 1, rng)
+    before = gpu_ops.recorder.stats["dispatches"]
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 5, causal=True)
+    assert gpu_ops.recorder.stats["dispatches"] - before == 2  # attend and the read's submission mark
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+    pack_both(gpu_ops, cpu_ops, caches, 5, 1, rng)
+    pack_both(gpu_ops, cpu_ops, caches, 6, 1, rng)
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 7, causal=True)
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+def test_columns_outside_the_tensor_are_refused(gpu_ops):
+    with pytest.raises(ValueError, match="not within"):
+        gpu_ops.columns(gpu_ops.tensor(np.zeros((2, 6), np.float32)), 4, 8)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the oracle's NaN rows
 def test_causal_rows_that_see_nothing_get_zeros(gpu_ops, cpu_ops):
     """Tq = 5 rows over 3 positions: rows 0 and 1 see none (the numpy oracle leaves them undefined,

@@ -460,6 +460,9 @@ class NumpyOps(Ops):
     def kv_cache(self, n_heads, head_dim, capacity):
         return KvCache(n_heads, head_dim, capacity)
 
+    def columns(self, x, start, stop):
+        return x[:, start:stop]
+
     def kv_pack(self, cache, k, v, pos0):
         end = pos0 + k.shape[0]
         if end > cache.capacity:

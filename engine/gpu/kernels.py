@@ -3,11 +3,25 @@
 A pipeline is named by (shader file, entry point, override constants). Override constants are how
 one WGSL source serves several variants (workgroup size, weight type, epilogue) without string
 templating, so naga validates the same text that the tests exercise.
+
+A start builds in the background what the last starts used: the registry lists every pipeline it
+builds in a file (``known``, one per adapter and version of the shaders), and the next registry on
+that adapter builds the listed ones on worker threads as soon as it is made, while the model's
+weights upload. wgpu-native compiles without holding the GIL, so they build in parallel, and the
+first transcription finds them ready or nearly (it waits for one still building). The GPU driver
+keeps its own cache of compiled shaders on disk (NVIDIA's, Mesa's), which makes each build cheaper
+again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
+import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import wgpu
@@ -16,6 +30,9 @@ from engine.errors import GpuError
 from engine.gpu.device import Device
 
 SHADERS_ENV = "SAYSO_SHADERS"
+BUILD_THREADS = 8
+
+log = logging.getLogger(__name__)
 
 
 def shaders_dir() -> Path:
@@ -25,39 +42,107 @@ def shaders_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shaders"
 
 
-class Kernels:
-    """Compiled shader modules and pipelines of one device, cached by name."""
+def known_pipelines_file(device: Device, folder: Path) -> Path:
+    """``folder/<adapter>-<hash of the shaders>.json``: a list that only this adapter and this
+    version of the WGSL read, so a listed pipeline always still exists and compiles."""
+    digest = hashlib.sha256()
+    for path in sorted(shaders_dir().glob("*.wgsl")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    adapter = re.sub(r"[^A-Za-z0-9]+", "-", device.info["device"]).strip("-").lower()
+    return folder / f"{adapter}-{digest.hexdigest()[:16]}.json"
 
-    def __init__(self, device: Device) -> None:
+
+class Kernels:
+    """Compiled shader modules and pipelines of one device, cached by name; with ``known`` (see
+    ``known_pipelines_file``) the pipelines built are listed there and built ahead at the next start."""
+
+    def __init__(self, device: Device, known: Path | None = None) -> None:
         self.device = device
+        self.known = known
         self.modules: dict[str, wgpu.GPUShaderModule] = {}
         self.pipelines: dict[tuple, wgpu.GPUComputePipeline] = {}
+        self.building: dict[tuple, Future] = {}  # pipelines that worker threads are building
+        self.lock = threading.Lock()  # the dicts above, between the caller and the workers
+        if known is not None:
+            self._build_ahead(self._read_known())
 
     def module(self, file: str) -> wgpu.GPUShaderModule:
-        if file not in self.modules:
-            path = shaders_dir() / file
-            try:
-                source = path.read_text()
-            except OSError as error:
-                raise GpuError(f"Shader {path} is missing ({error.strerror}). Reinstall Sayso.") from None
-            try:
-                self.modules[file] = self.device.device.create_shader_module(code=source, label=file)
-            except wgpu.GPUError as error:
-                raise GpuError(f"Shader {file} does not compile on {self.device.info['device']}: {error}") from None
-        return self.modules[file]
+        with self.lock:
+            if file not in self.modules:
+                self.modules[file] = self._compile_module(file)
+            return self.modules[file]
+
+    def _compile_module(self, file: str) -> wgpu.GPUShaderModule:
+        path = shaders_dir() / file
+        try:
+            source = path.read_text()
+        except OSError as error:
+            raise GpuError(f"Shader {path} is missing ({error.strerror}). Reinstall Sayso.") from None
+        try:
+            return self.device.device.create_shader_module(code=source, label=file)
+        except wgpu.GPUError as error:
+            raise GpuError(f"Shader {file} does not compile on {self.device.info['device']}: {error}") from None
 
     def pipeline(self, file: str, entry: str = "main", **constants: float) -> wgpu.GPUComputePipeline:
         """The pipeline for ``entry`` in ``shaders/<file>`` with the given override constants."""
         key = (file, entry, tuple(sorted(constants.items())))
         pipeline = self.pipelines.get(key)
-        if pipeline is None:
-            compute = {"module": self.module(file), "entry_point": entry}
-            if constants:
-                compute["constants"] = {name: float(value) for name, value in constants.items()}
-            try:
-                label = f"{file}:{entry}" + "".join(f" {name}={value:g}" for name, value in sorted(constants.items()))
-                pipeline = self.device.device.create_compute_pipeline(layout="auto", compute=compute, label=label)
-            except wgpu.GPUError as error:
-                raise GpuError(f"Kernel {file}:{entry} {constants} fails to build: {error}") from None
-            self.pipelines[key] = pipeline
+        if pipeline is not None:
+            return pipeline
+        with self.lock:
+            building = self.building.get(key)
+        if building is not None:
+            return building.result()
+        pipeline = self._build(key)
+        self._list_known()
         return pipeline
+
+    def _build(self, key: tuple) -> wgpu.GPUComputePipeline:
+        file, entry, constants = key
+        compute = {"module": self.module(file), "entry_point": entry}
+        if constants:
+            compute["constants"] = {name: float(value) for name, value in constants}
+        label = f"{file}:{entry}" + "".join(f" {name}={value:g}" for name, value in constants)
+        try:
+            pipeline = self.device.device.create_compute_pipeline(layout="auto", compute=compute, label=label)
+        except wgpu.GPUError as error:
+            raise GpuError(f"Kernel {file}:{entry} {dict(constants)} fails to build: {error}") from None
+        with self.lock:
+            self.pipelines[key] = pipeline
+            self.building.pop(key, None)
+        return pipeline
+
+    def _build_ahead(self, keys: list[tuple]) -> None:
+        """Start building ``keys`` on worker threads; ``pipeline`` waits for one that isn't done."""
+        if not keys:
+            return
+        workers = ThreadPoolExecutor(max_workers=min(BUILD_THREADS, os.cpu_count() or 1), thread_name_prefix="kernels")
+        with self.lock:
+            for key in keys:
+                if key not in self.pipelines and key not in self.building:
+                    self.building[key] = workers.submit(self._build, key)
+        workers.shutdown(wait=False)  # the threads end when the queue is empty
+
+    def _read_known(self) -> list[tuple]:
+        try:
+            listed = json.loads(self.known.read_text())
+            return [(file, entry, tuple((name, value) for name, value in constants)) for file, entry, constants in listed]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, TypeError) as error:  # unreadable or not our format: built as needed
+            log.warning("Ignoring the list of kernels in %s (%s).", self.known, error)
+            return []
+
+    def _list_known(self) -> None:
+        """Write every pipeline built so far to ``known`` (atomically: another start may read it)."""
+        if self.known is None:
+            return
+        with self.lock:
+            keys = sorted(self.pipelines, key=repr)
+        try:
+            self.known.parent.mkdir(parents=True, exist_ok=True)
+            part = self.known.with_name(f".{self.known.name}.{os.getpid()}.tmp")
+            part.write_text(json.dumps([[file, entry, [list(c) for c in constants]] for file, entry, constants in keys]))
+            os.replace(part, self.known)
+        except OSError as error:  # a read-only cache: every start builds as it goes
+            log.warning("Could not list the kernels built in %s (%s).", self.known, error)

@@ -105,6 +105,35 @@ class GpuTensor:
         return f"GpuTensor({self.shape}, {self.dtype.name})"
 
 
+@dataclass(frozen=True)
+class GpuColumns:
+    """Columns ``start .. start+width`` of a tensor [T, N] (``Ops.columns``), left in place: the
+    kernels that take one (kv_pack, attend) get the first float and the row stride N as parameters."""
+
+    tensor: GpuTensor
+    start: int
+    width: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.tensor.shape[0], self.width)
+
+    @property
+    def buffer(self) -> wgpu.GPUBuffer:
+        return self.tensor.buffer
+
+    @property
+    def stride(self) -> int:
+        return self.tensor.shape[1]
+
+
+def rows_of(x: GpuTensor | GpuColumns) -> tuple[int, int]:
+    """(first float, row stride) of x's rows in its buffer."""
+    if isinstance(x, GpuColumns):
+        return x.start, x.stride
+    return 0, x.shape[1]
+
+
 @dataclass
 class GpuWeight:
     """A 2-D weight [n, k] on the GPU in its GGUF type, padded to [n_pad, k_pad] with zeros.

@@ -119,7 +119,9 @@ class WhisperModel:
         self.token_embedding = ops.weight(model_file.tensor("dec.token_embd.weight"))
         self.unembed = Linear(self.token_embedding, None)  # logits: the table, tied, as a layer
         self.dec_positions = ops.tensor(model_file.array("dec.pos_emb.weight"))  # [n_text_ctx, d]
-        self.dec_blocks = [decoder_block(model_file, ops, f"dec.blocks.{i}") for i in range(c.n_text_layer)]
+        # q, k and v of a decoder step's self-attention in one product (``StackedAttention``)
+        self.dec_blocks = [decoder_block(model_file, ops, f"dec.blocks.{i}", stack_self_qkv=True)
+                           for i in range(c.n_text_layer)]
         self.dec_final_norm = norm(model_file, ops, "dec.final_norm")
         # Per-layer KV cache sets of encoder outputs and decoder sessions that were dropped, handed out
         # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
@@ -220,11 +222,11 @@ class WhisperModel:
             raise ValueError(f"the decoder holds {c.n_text_ctx} tokens; {pos0 + t} were fed")
         x = ops.embed(ids, self.token_embedding, self.dec_positions, pos0)
         for block, self_cache, cross_cache in zip(self.dec_blocks, state.self_caches, state.cross_caches):
-            h = self._layer_norm(x, block.norm_self)
-            attn = block.self_attn
-            ops.kv_pack(self_cache, self._apply(h, attn.k), self._apply(h, attn.v), pos0)
-            seen = ops.attend(self._apply(h, attn.q), self_cache, pos0 + t, causal=True)
-            x = self._apply(seen, attn.out, residual=x)
+            qkv = self._apply(self._layer_norm(x, block.norm_self), block.self_attn.qkv)  # [t, 3d]
+            q, k, v = (ops.columns(qkv, i * c.n_text_state, (i + 1) * c.n_text_state) for i in range(3))
+            ops.kv_pack(self_cache, k, v, pos0)
+            seen = ops.attend(q, self_cache, pos0 + t, causal=True)
+            x = self._apply(seen, block.self_attn.out, residual=x)
 
             h = self._layer_norm(x, block.norm_cross)
             attn = block.cross_attn

@@ -15,7 +15,7 @@ import wgpu
 from engine.errors import GpuError
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
-from engine.gpu.tensors import GpuTensor
+from engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
 
 MAX_HEAD_DIM = 128
 """Largest head size the kernels take: 8 threads per query row times 4 quads of 4 output dims per
@@ -50,6 +50,10 @@ class KvCache:
     head_dim: int
     capacity: int
     buffer: wgpu.GPUBuffer
+    pending: tuple | None = None
+    """(k, v, pos0) of a one-row ``kv_pack`` not recorded yet: the ``attend`` that reads it next
+    packs it in the same dispatch (kv_cache.wgsl's ``packs``), and anything else on this cache
+    records it first, so the order of writes and reads is the one asked for."""
 
     @property
     def pairs(self) -> int:
@@ -143,6 +147,11 @@ class AttentionOps(GpuOpsBase):
             )
         return KvCache(n_heads, head_dim, capacity, self.device.buffer(nbytes, label="kv-cache"))
 
+    def columns(self, x: GpuTensor, start: int, stop: int) -> GpuColumns:
+        if len(x.shape) != 2 or not 0 <= start <= stop <= x.shape[1]:
+            raise ValueError(f"columns {start}..{stop} are not within a tensor of shape {x.shape}")
+        return GpuColumns(x, start, stop - start)
+
     def kv_pack(self, cache: KvCache, k, v, pos0) -> None:
         _check_heads("k", k, cache.n_heads, cache.head_dim)
         if k.shape != v.shape:
@@ -150,17 +159,30 @@ class AttentionOps(GpuOpsBase):
         rows = k.shape[0]
         if pos0 < 0 or pos0 + rows > cache.capacity:
             raise ValueError(f"rows {pos0}..{pos0 + rows - 1} do not fit a cache of {cache.capacity} positions")
-        words = 2 * rows * cache.n_heads * cache.pairs
+        self._pack_pending(cache)  # packs land in the order they were asked for
+        if rows == 1:
+            cache.pending = (k, v, pos0)  # a decoder step's row: the attend that reads it packs it
+            return
+        self._pack(cache, k, v, pos0)
+
+    def _pack(self, cache: KvCache, k, v, pos0: int) -> None:
+        words = 2 * k.shape[0] * cache.n_heads * cache.pairs
         if words == 0:
             return
         self.run(
             "kv_cache.wgsl",
-            [k, v, cache.buffer],
-            self._cache_params(cache, rows=rows, pos0=pos0, groups=words),
+            [k.buffer, v.buffer, cache.buffer],  # .buffer: columns are bound whole, found by offset
+            self._cache_params(cache, rows=k.shape[0], pos0=pos0, groups=words, k=k, v=v),
             grid(-(-words // PACK_THREADS)),
             entry="pack",
             HEAD_DIM=cache.head_dim,
         )
+
+    def _pack_pending(self, cache: KvCache) -> None:
+        if cache.pending is not None:
+            k, v, pos0 = cache.pending
+            cache.pending = None
+            self._pack(cache, k, v, pos0)
 
     def attend(self, q, cache: KvCache, length, causal=True, scale=None) -> GpuTensor:
         dh = _check_heads("q", q, cache.n_heads, cache.head_dim)
@@ -171,14 +193,21 @@ class AttentionOps(GpuOpsBase):
         if tq == 0:
             return out
         blocks = -(-length // KEY_BLOCK)
-        # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
-        partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
         common = dict(rows=tq, length=length, causal=int(causal), scale=float(scale), blocks=blocks)
+        # A decoder step (one row, one key block) packs its K/V row itself; otherwise the cache's
+        # pending row is packed first and q stands in for the k and v that attend then doesn't read.
+        steps = cache.pending is not None and tq == 1 and blocks == 1
+        if not steps:
+            self._pack_pending(cache)
+        k, v, pos0 = cache.pending if steps else (q, q, 0)
+        cache.pending = None
+        # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
+        partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         self.run(
             "kv_cache.wgsl",
-            [q, cache.buffer, partials],
-            self._cache_params(cache, groups=heads * tq * blocks, **common),
+            [k.buffer, v.buffer, cache.buffer, q.buffer, partials],
+            self._cache_params(cache, groups=heads * tq * blocks, pos0=pos0, q=q, k=k, v=v, packs=int(steps), **common),
             grid(heads * tq * blocks),
             entry="attend",
             HEAD_DIM=dh,
@@ -198,6 +227,16 @@ class AttentionOps(GpuOpsBase):
 
     @staticmethod
     def _cache_params(cache: KvCache, rows: int, groups: int, pos0: int = 0, length: int = 0, causal: int = 0,
-                      scale: float = 0.0, blocks: int = 0) -> list[int | float]:
-        """The ``Params`` block of kv_cache.wgsl, field by field in its order."""
-        return [rows, cache.n_heads, cache.capacity, pos0, length, causal, float(scale), blocks, groups]
+                      scale: float = 0.0, blocks: int = 0, q=None, k=None, v=None, packs: int = 0) -> list[int | float]:
+        """The ``Params`` block of kv_cache.wgsl, field by field in its order. ``q``, ``k``, ``v``: the
+        inputs the entry point reads, tensors or columns, whose rows it finds by offset and stride."""
+        stride, at = None, []
+        for x in (q, k, v):
+            first, row = rows_of(x) if x is not None else (0, stride)
+            if stride is not None and row != stride:
+                raise ValueError("q, k and v must have rows the same distance apart")
+            stride = row
+            at.append(first)
+        stride = cache.n_heads * cache.head_dim if stride is None else stride
+        return [rows, cache.n_heads, cache.capacity, pos0, length, causal, float(scale), blocks, groups, *at, stride,
+                packs]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import wgpu
 
 from engine.gpu.device import Device
-from engine.gpu.kernels import Kernels
+from engine.gpu.kernels import Kernels, known_pipelines_file
 from engine.gpu.recorder import Recorder
 from engine.gpu.tensors import BufferPool, GpuTensor, GpuWeight, upload_weight
 from engine.ops import Ops, WeightSource
@@ -20,9 +21,14 @@ class GpuOpsBase(Ops):
 
     name = "gpu"
 
-    def __init__(self, device: Device | None = None) -> None:
+    def __init__(self, device: Device | None = None, kernels_dir: Path | None = None) -> None:
+        """``kernels_dir``: where to list the pipelines built, so the next start builds them ahead
+        (``engine.gpu.kernels``); not on a software adapter, whose few cores the work needs."""
         self.device = device or Device()
-        self.kernels = Kernels(self.device)
+        known = None
+        if kernels_dir is not None and not self.device.is_cpu:
+            known = known_pipelines_file(self.device, kernels_dir)
+        self.kernels = Kernels(self.device, known)
         self.recorder = Recorder(self.device, self.kernels)
         self.pool = BufferPool(self.device)
 

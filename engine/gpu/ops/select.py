@@ -17,13 +17,14 @@ from engine.gpu.tensors import GpuTensor
 from engine.ops import WhisperRules
 
 HEADER = 2  # state words before the tokens: count, last chosen timestamp (whisper_select.wgsl)
-STEPS_PER_READ = 4
+STEPS_PER_READ = 2
 """Decoder steps per read-back of a selection on a real GPU (``Ops.decode_steps_per_read``).
 
 The decoder records the next batch while the GPU runs the last (``sample_greedy``), so a read's
 round trip is hidden and what a batch size costs is the steps recorded after EOT: one to two batches,
-each step ~100 dispatches of Python. On an H200, Whisper base on jfk.wav recorded 41 steps
-for 29 choices with batches of 8; batches of 4 record about 33. On a CPU adapter (lavapipe) a round
+each step ~60 dispatches of Python. On an H200, Whisper base on jfk.wav recorded 41 steps
+for 29 choices with batches of 8, about 33 with batches of 4; batches of 2 record 1976 dispatches
+a run against 2083 with 4, at the same or a lower median time. On a CPU adapter (lavapipe) a round
 trip took 0.2 ms and a step of whisper tiny over 100 ms, so there a batch is one step."""
 
 
@@ -57,12 +58,24 @@ def mask_planes(rules: WhisperRules) -> np.ndarray:
     return np.packbits(bits, axis=1, bitorder="little").view("<u4")
 
 
+def _select_threads(limits) -> int:
+    """Threads of the one whisper_select workgroup: as many as the device allows, up to 1024 (a
+    power of two, 24 bytes of workgroup memory each). The kernel's time is each thread's walk over
+    n_vocab / threads logits, one step after another: on an H200, 105 us a step with 256 threads."""
+    threads = 1024
+    while threads > 64 and (threads > limits["max-compute-invocations-per-workgroup"]
+                            or 24 * threads > limits["max-compute-workgroup-storage-size"]):
+        threads //= 2
+    return threads
+
+
 class SelectOps(GpuOpsBase):
     """``whisper_selection``, ``whisper_select`` and ``read_whisper_selection`` of ``engine.ops.Ops``."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.decode_steps_per_read = 1 if self.device.is_cpu else STEPS_PER_READ
+        self._select_threads = _select_threads(self.device.limits)
         # Mask planes by rules: uploaded once per model and setting, never pooled.
         self._whisper_masks: dict[WhisperRules, wgpu.GPUBuffer] = {}
 
@@ -85,7 +98,8 @@ class SelectOps(GpuOpsBase):
             raise ValueError(f"whisper_select takes logits [1, {rules.n_vocab}], got {logits.shape}")
         params = [rules.n_vocab, rules.eot, rules.timestamp_begin, int(rules.timestamps),
                   rules.max_initial_timestamp, selection.capacity, _words(rules)]
-        self.run("whisper_select.wgsl", [logits, selection.masks, selection.state, selection.ids], params, (1, 1, 1))
+        self.run("whisper_select.wgsl", [logits, selection.masks, selection.state, selection.ids], params, (1, 1, 1),
+                 WG=self._select_threads)
         return selection.ids
 
     def read_whisper_selection(self, selection: GpuWhisperSelection) -> tuple[np.ndarray, np.ndarray]:
