@@ -134,11 +134,11 @@ class Kernels:
             return []
 
     def _list_known(self) -> None:
-        """Write every pipeline built so far to ``known`` (atomically: another start may read it)."""
+        """Write every pipeline built or building to ``known`` (atomically: another start may read it)."""
         if self.known is None:
             return
         with self.lock:
-            keys = sorted(self.pipelines, key=repr)
+            keys = sorted(self.pipelines.keys() | self.building.keys(), key=repr)
         try:
             self.known.parent.mkdir(parents=True, exist_ok=True)
             part = self.known.with_name(f".{self.known.name}.{os.getpid()}.tmp")
