@@ -62,6 +62,7 @@ class Kernels:
         self.modules: dict[str, wgpu.GPUShaderModule] = {}
         self.pipelines: dict[tuple, wgpu.GPUComputePipeline] = {}
         self.building: dict[tuple, Future] = {}  # pipelines that worker threads are building
+        self.by_call: dict[tuple, wgpu.GPUComputePipeline] = {}  # (file, entry, *constants as passed) ->
         self.lock = threading.Lock()  # the dicts above, between the caller and the workers
         if known is not None:
             self._build_ahead(self._read_known())
@@ -85,7 +86,15 @@ class Kernels:
 
     def pipeline(self, file: str, entry: str = "main", **constants: float) -> wgpu.GPUComputePipeline:
         """The pipeline for ``entry`` in ``shaders/<file>`` with the given override constants."""
-        key = (file, entry, tuple(sorted(constants.items())))
+        # Every dispatch asks: look it up as called (a caller names its constants in one order)
+        # before making the canonical, sorted key.
+        call = (file, entry, *constants.items())
+        pipeline = self.by_call.get(call)
+        if pipeline is None:
+            pipeline = self.by_call[call] = self._pipeline((file, entry, tuple(sorted(constants.items()))))
+        return pipeline
+
+    def _pipeline(self, key: tuple) -> wgpu.GPUComputePipeline:
         pipeline = self.pipelines.get(key)
         if pipeline is not None:
             return pipeline

@@ -82,9 +82,9 @@ class GpuTensor:
 
     def __init__(self, pool: BufferPool, shape: tuple[int, ...], dtype=np.float32) -> None:
         self.pool = pool
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = np.dtype(dtype)
-        self.buffer = pool.take(self.nbytes)
+        self.buffer = pool.take(math.prod(self.shape) * self.dtype.itemsize)
 
     def __del__(self) -> None:
         # Back to the pool as soon as the last reference goes (CPython frees deterministically);
