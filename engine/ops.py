@@ -325,9 +325,10 @@ class Ops(abc.ABC):
     def attend(self, q: Tensor, cache: Any, length: int, causal: bool = True, scale: float | None = None) -> Tensor:
         """Attention of new query rows over a cache holding ``length`` positions.
 
-        q: [Tq, H*dh] (a tensor or ``columns``) -> [Tq, H*dh]. With ``causal`` row i sees positions 0 .. length - Tq + i (so
-        Tq=1 sees all, and a prefill of Tq rows is causal); without it (cross-attention) every row
-        sees all ``length`` positions. ``scale`` defaults to 1/sqrt(dh). On the GPU the keys are split into blocks, each block
-        reduced to a partial (max, sum, weighted V) and a ``combine`` step merges them, so that one
-        query over 1500 encoder positions still fills the GPU.
+        q: [Tq, H*dh] (a tensor or ``columns``) -> [Tq, H*dh]. With ``causal`` row i sees positions
+        0 .. length - Tq + i (so Tq=1 sees all, and a prefill of Tq rows is causal); without it
+        (cross-attention) every row sees all ``length`` positions. ``scale`` defaults to 1/sqrt(dh).
+        On the GPU the keys are split into blocks, each block reduced to a partial (max, sum,
+        weighted V) and a ``combine`` step merges them, so that one query over 1500 encoder
+        positions still fills the GPU.
         """

@@ -46,6 +46,11 @@ fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x; // see grid() in engine/gpu/recorder.py
 }
 
+// The cache word holding pair c of head h's K (or V) row at position pos (the layout above).
+fn cache_word(is_v: bool, h: u32, pos: u32, c: u32) -> u32 {
+    return select(0u, p.heads * p.capacity * PAIRS, is_v) + (h * p.capacity + pos) * PAIRS + c;
+}
+
 // ---- pack: k, v [T, H*dh] float32 -> cache positions pos0 .. pos0+T-1, K and V in one dispatch ----
 
 // Bindings: pack reads k (1) and v (2) into the cache (3); attend reads q (4) and the cache (3) into
@@ -84,8 +89,7 @@ fn pack(
     let h = (e / PAIRS) % p.heads;
     let t = e / (PAIRS * p.heads);
     let src = t * p.stride + h * HEAD_DIM + 2u * c;
-    let dst = select(0u, p.heads * p.capacity * PAIRS, is_v) + (h * p.capacity + p.pos0 + t) * PAIRS + c;
-    cache[dst] = pack_pair(src, c, is_v);
+    cache[cache_word(is_v, h, p.pos0 + t, c)] = pack_pair(src, c, is_v);
 }
 
 // ---- attend: one workgroup per (head, query row, key block) -> one partial ----
@@ -115,8 +119,7 @@ fn attend(
         for (var word = tid; word < 2u * PAIRS; word += BLOCK) {
             let is_v = word >= PAIRS;
             let c = word % PAIRS;
-            cache[select(0u, p.heads * p.capacity * PAIRS, is_v) + (group * p.capacity + p.pos0) * PAIRS + c] =
-                pack_pair(group * HEAD_DIM + 2u * c, c, is_v);
+            cache[cache_word(is_v, group, p.pos0, c)] = pack_pair(group * HEAD_DIM + 2u * c, c, is_v);
         }
         storageBarrier();
     }
@@ -151,7 +154,7 @@ fn attend(
     // Score: one thread per key, a dot over the head's f16 pairs.
     var s = NEG;
     if (tid < n) {
-        let k_row = (h * p.capacity + key0 + tid) * PAIRS;
+        let k_row = cache_word(false, h, key0 + tid, 0u);
         let q_row = p.q_at + i * p.stride + h * HEAD_DIM;
         var dot = 0.0;
         for (var c = 0u; c < HEAD_DIM / 2u; c++) {
@@ -182,7 +185,7 @@ fn attend(
     let group_count = BLOCK / PAIRS;
     let c = tid % PAIRS;
     let g = tid / PAIRS;
-    let v_base = p.heads * p.capacity * PAIRS + (h * p.capacity + key0) * PAIRS + c;
+    let v_base = cache_word(true, h, key0, c);
     var acc = vec2<f32>(0.0);
     if (g < group_count) {
         var acc_odd = vec2<f32>(0.0);

@@ -84,7 +84,7 @@ class GpuTensor:
         self.pool = pool
         self.shape = tuple(map(int, shape))
         self.dtype = np.dtype(dtype)
-        self.buffer = pool.take(math.prod(self.shape) * self.dtype.itemsize)
+        self.buffer = pool.take(self.nbytes)
 
     def __del__(self) -> None:
         # Back to the pool as soon as the last reference goes (CPython frees deterministically);
@@ -99,7 +99,7 @@ class GpuTensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # not through size: every new tensor asks
 
     def __repr__(self) -> str:
         return f"GpuTensor({self.shape}, {self.dtype.name})"

@@ -197,17 +197,17 @@ class AttentionOps(GpuOpsBase):
         common = dict(rows=tq, length=length, causal=int(causal), scale=float(scale), blocks=blocks)
         # A decoder step (one row, one key block) packs its K/V row itself; otherwise the cache's
         # pending row is packed first and q stands in for the k and v that attend then doesn't read.
-        steps = cache.pending is not None and tq == 1 and blocks == 1
-        if not steps:
+        packs = cache.pending is not None and tq == 1 and blocks == 1
+        if not packs:
             self._pack_pending(cache)
-        k, v, pos0 = cache.pending if steps else (q, q, 0)
+        k, v, pos0 = cache.pending if packs else (q, q, 0)
         cache.pending = None
         # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
         partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         self.run(
             "kv_cache.wgsl",
             [k.buffer, v.buffer, cache.buffer, q.buffer, partials],
-            self._cache_params(cache, groups=heads * tq * blocks, pos0=pos0, q=q, k=k, v=v, packs=int(steps), **common),
+            self._cache_params(cache, groups=heads * tq * blocks, pos0=pos0, q=q, k=k, v=v, packs=int(packs), **common),
             grid(heads * tq * blocks),
             entry="attend",
             HEAD_DIM=dh,
