@@ -24,14 +24,16 @@ from PySide6.QtCore import QMimeData, QObject, QProcess, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 
 from app.hotkeys import display_server
+from app.keymap import SpareKeycodes
 
 log = logging.getLogger(__name__)
 
 CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
 TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts
-# xdotool types a character missing from the keyboard map by remapping a spare key just before it; the
-# target must see that remap first, which a short delay doesn't leave time for (it drops "é", "—").
-TYPE_DELAY_NON_ASCII_MS = 12
+# When spare keycodes run out, xdotool remaps one for each missing character just before it: slower
+# typing gives the target more time to read each remap (it still can lose one when busy).
+TYPE_DELAY_REMAPPED_MS = 12
+SPARE_KEYS_RELEASE_MS = 2000  # after the last typed delivery: the target has read its keystrokes by then
 _TERMINALS = {
     "xterm", "uxterm", "urxvt", "rxvt", "gnome-terminal", "gnome-terminal-server", "konsole", "alacritty", "kitty",
     "terminator", "tilix", "xfce4-terminal", "mate-terminal", "lxterminal", "qterminal", "wezterm", "st", "foot",
@@ -80,6 +82,10 @@ class Delivery(QObject):
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._running: dict[QProcess, tuple[str, Callable[[bool, str], None]]] = {}
+        self._spare_keys = SpareKeycodes()
+        self._typing = 0  # typed deliveries under way: the spare keys stay bound while any is
+        self._release_keys = QTimer(self, singleShot=True, interval=SPARE_KEYS_RELEASE_MS)
+        self._release_keys.timeout.connect(self._on_release_keys)
 
     # ---- target window ------------------------------------------------------------------------------
 
@@ -119,14 +125,25 @@ class Delivery(QObject):
         return bool(shutil.which("wtype") or shutil.which("ydotool"))
 
     def _type(self, text: str, wayland: bool) -> None:
-        if not wayland:
-            delay = TYPE_DELAY_MS if text.isascii() else TYPE_DELAY_NON_ASCII_MS
-            args = ["xdotool", "type", "--clearmodifiers", "--delay", str(delay), "--", text]
-        elif shutil.which("wtype"):
-            args = ["wtype", "--", text]
-        else:
-            args = ["ydotool", "type", "--", text]
-        self._start(args, lambda ok, error: self._finish(DeliveryResult(ok, "type", error)))
+        if wayland:  # wtype and ydotool send their own keymap along with the keys: nothing to bind
+            args = ["wtype", "--", text] if shutil.which("wtype") else ["ydotool", "type", "--", text]
+            self._start(args, lambda ok, error: self._finish(DeliveryResult(ok, "type", error)))
+            return
+        self._release_keys.stop()
+        self._typing += 1
+        delay = TYPE_DELAY_MS if self._spare_keys.bind(text) else TYPE_DELAY_REMAPPED_MS
+        args = ["xdotool", "type", "--clearmodifiers", "--delay", str(delay), "--", text]
+
+        def typed(ok: bool, error: str) -> None:
+            self._typing -= 1
+            self._release_keys.start()
+            self._finish(DeliveryResult(ok, "type", error))
+
+        self._start(args, typed)
+
+    def _on_release_keys(self) -> None:
+        if not self._typing:
+            self._spare_keys.release()
 
     def _paste(self, text: str, wayland: bool) -> None:
         if wayland:  # Qt's clipboard doesn't reach other Wayland clients reliably; wl-copy does

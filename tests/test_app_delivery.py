@@ -2,12 +2,16 @@
 
 import os
 import subprocess
+import sys
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from Xlib import display  # noqa: E402
+
 from app.delivery import Delivery, focused_window, window_class  # noqa: E402
+from app.keymap import keysym  # noqa: E402
 from e2e.fixtures import x_display  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
@@ -21,6 +25,16 @@ def targets(x_display):
         window.close()
 
 
+def keyboard_map() -> list[tuple[int, ...]]:
+    """The X server's keysyms for every keycode, as any client reads them."""
+    server = display.Display()
+    try:
+        first = server.display.info.min_keycode
+        return [tuple(row) for row in server.get_keyboard_mapping(first, server.display.info.max_keycode - first + 1)]
+    finally:
+        server.close()
+
+
 def test_typed_text_arrives_exactly(qtbot, targets):
     editor = targets("delivery-editor")
     editor.focus()
@@ -28,10 +42,32 @@ def test_typed_text_arrives_exactly(qtbot, targets):
     target = delivery.capture_target()
     assert target == editor.window == focused_window()
     text = "Ask not what your country can do for you — déjà vu, 100%!"
+    before = keyboard_map()
     with qtbot.waitSignal(delivery.done, timeout=20_000) as done:
         delivery.deliver(text, target, "type")
     assert done.args[0].delivered and done.args[0].method == "type"
     assert editor.wait_for_text(lambda t: t == text, timeout=10) == text
+    # "—", "é" and "à" were bound to spare keycodes for the typing, and are given back after it
+    bound = {row[0] for row in keyboard_map()} - {row[0] for row in before}
+    assert {keysym(char) for char in "—éà"} <= bound
+    qtbot.waitUntil(lambda: keyboard_map() == before, timeout=10_000)
+
+
+def test_typing_keeps_characters_while_the_target_is_busy(qtbot, targets):
+    """The target lags behind the keystrokes (every core busy): no character the keyboard lacks is lost."""
+    editor = targets("delivery-busy")
+    editor.focus()
+    delivery = Delivery()
+    text = "Ça coûte 5 € — naïve café, señor; Ωμέγα, déjà vu"
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        with qtbot.waitSignal(delivery.done, timeout=20_000) as done:
+            delivery.deliver(text, editor.window, "type")
+        assert done.args[0].delivered
+        assert editor.wait_for_text(lambda t: t == text, timeout=20) == text
+    finally:
+        for burner in burners:
+            burner.kill()
 
 
 def test_nothing_is_delivered_when_the_focus_moved(qtbot, targets):
