@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+
+from engine.files import write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,4 @@ class SettingsStore:
         return Settings(**_clean(raw))
 
     def save(self, settings: Settings) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temp = self.path.with_suffix(".json.tmp")
-        temp.write_text(json.dumps(asdict(settings), indent=2) + "\n", encoding="utf-8")
-        os.replace(temp, self.path)
+        write_text_atomically(self.path, json.dumps(asdict(settings), indent=2) + "\n")

@@ -25,7 +25,7 @@ def make_ops(device: DeviceChoice = "auto") -> Ops:
     if device == "cpu":
         return _numpy("--device cpu was asked for")
     from engine.gpu import GpuOps
-    from engine.models import cache_dir
+    from engine.files import cache_dir
 
     try:
         ops = GpuOps(kernels_dir=cache_dir() / "kernels")

@@ -52,7 +52,8 @@ def _open_faster_whisper(model: str):
     from faster_whisper import WhisperModel
 
     from engine.gguf.reader import ModelFile
-    from engine.models import PYPI_MODELS, cache_dir
+    from engine.files import cache_dir
+    from engine.models import PYPI_MODELS
 
     variant = str(ModelFile(model).metadata.get("stt.variant", ""))
     if not variant.startswith("whisper") or variant not in PYPI_MODELS:

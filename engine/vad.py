@@ -68,7 +68,7 @@ def model_path(progress=None) -> Path:
         installed = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
         if installed.is_file():
             return installed
-    from engine.models import cache_dir
+    from engine.files import cache_dir
 
     path = cache_dir() / "vad" / f"silero_vad-{VERSION}.onnx"
     if not path.is_file():

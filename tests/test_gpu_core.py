@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -128,18 +131,51 @@ def test_kernel_timing_counts_each_dispatch_and_changes_no_result(gpu_ops):
     np.testing.assert_array_equal(after, 2 * gpu_ops.read(x))
 
 
-def test_wgpu_type_strings_resolve_to_the_types_cffi_parses(gpu_ops):
-    """``engine.gpu.cffi_types`` answers every C type string wgpu-py used in this process (a device,
-    pipelines, bind groups, a dispatch, a read-back) with the type cffi's own parser gives."""
-    from wgpu.backends.wgpu_native._api import ffi
+def test_wgpu_runs_on_c_declarations_compiled_like_cffi_parses_them(gpu_ops, tmp_path, caplog):
+    """wgpu-py's FFI in this process is ``engine.gpu.wgpu_ffi``'s compiled one, and it declares every
+    type, function and constant of wgpu.h as cffi's own parse of the header does. A compiled module
+    that can't be loaded is compiled again."""
+    import cffi
+    from wgpu._coreutils import get_header_filename
+    from wgpu.backends.wgpu_native._ffi import ffi, lib, lib_path
 
-    from engine.gpu.cffi_types import plain_type
+    from engine.gpu.wgpu_ffi import CompiledFFI, compiled_ffi
 
-    gpu_ops.read(gpu_ops.tensor(np.ones(3, np.float32)))
-    strings = [key for key in list(ffi._parsed_types) if not key.startswith("__")]
-    assert len(strings) > 30 and ffi._parser.parse_type.plain_shapes
-    for cdecl in strings:
-        assert plain_type(ffi._parser, cdecl) == ffi._parser.parse_type_and_quals(cdecl)[0], cdecl
+    assert isinstance(ffi, CompiledFFI)
+    parsed = cffi.FFI()
+    parsed.cdef(Path(get_header_filename("combined_header.h")).read_text())
+    def spelled(ctype) -> str:  # the compiled FFI names "typedef struct X {..} X" as "struct X"
+        return re.sub(r"\b(struct|union|enum) ", "", ctype.cname)
+
+    typedefs = [name.split(" ", 1)[1] for name in parsed._parser._declarations if name.startswith("typedef ")]
+    assert len(typedefs) > 400
+    for name in typedefs:
+        ours, theirs = ffi.typeof(name), parsed.typeof(name)
+        assert (spelled(ours), ours.kind) == (spelled(theirs), theirs.kind), name
+        if ours.kind in ("struct", "union"):
+            assert ffi.sizeof(ours) == parsed.sizeof(theirs), name
+            assert [(f, d.offset, spelled(d.type)) for f, d in ours.fields] == [
+                (f, d.offset, spelled(d.type)) for f, d in theirs.fields
+            ], name
+    parsed_lib = parsed.dlopen(lib_path)
+    assert dir(lib) == dir(parsed_lib) and len(dir(lib)) > 500
+    def entry(ffi, lib, name: str):  # a constant's value or a function's type
+        try:
+            value = getattr(lib, name)
+        except Exception:  # noqa: BLE001 - a header constant with no value: either FFI refuses it, each its way
+            return "unreadable"
+        return value if isinstance(value, int) else spelled(ffi.typeof(value))
+
+    for name in dir(lib):
+        assert entry(ffi, lib, name) == entry(parsed, parsed_lib, name), name
+    first = compiled_ffi(tmp_path)
+    (module,) = tmp_path.glob("wgpu_ffi_*.py")
+    module.write_text("not python (")
+    again = compiled_ffi(tmp_path)
+    assert isinstance(first, CompiledFFI) and isinstance(again, CompiledFFI)
+    assert again.sizeof("WGPUBufferDescriptor") == parsed.sizeof("WGPUBufferDescriptor")
+    assert "Compiling wgpu's C declarations again" in caplog.text
+    assert module.read_text().startswith("# auto-generated file")
 
 
 def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_path, caplog):

@@ -1,7 +1,16 @@
 """The wgpu backend: ``Device`` owns the GPU, ``Kernels`` compiles WGSL, ``Recorder`` records
-dispatches, ``GpuOps`` offers the model-facing operations."""
+dispatches, ``GpuOps`` offers the model-facing operations.
 
-from engine.gpu.device import Device
-from engine.gpu.ops import GpuOps
+wgpu's native backend is imported here, before any module of this package, on the C declarations
+compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the first).
+"""
+
+from engine.files import cache_dir
+from engine.gpu.wgpu_ffi import import_backend
+
+import_backend(cache_dir() / "wgpu")
+
+from engine.gpu.device import Device  # noqa: E402 - after the backend's import above
+from engine.gpu.ops import GpuOps  # noqa: E402
 
 __all__ = ["Device", "GpuOps"]

@@ -11,11 +11,9 @@ import logging
 import os
 
 import wgpu
-from wgpu.backends.wgpu_native._api import ffi  # wgpu is pinned: pyproject
 from wgpu.backends.wgpu_native.extras import set_instance_extras
 
 from engine.errors import GpuError
-from engine.gpu import cffi_types
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +84,6 @@ class Device:
     """Owns the wgpu adapter and device, and says what they are in one line (``describe``)."""
 
     def __init__(self) -> None:
-        cffi_types.install(ffi)
         _primary_backends_only()
         self.adapter = _pick_adapter()
         self.info = self.adapter.info

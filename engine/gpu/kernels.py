@@ -27,6 +27,7 @@ from pathlib import Path
 import wgpu
 
 from engine.errors import GpuError
+from engine.files import write_text_atomically
 from engine.gpu.device import Device
 
 SHADERS_ENV = "SAYSO_SHADERS"
@@ -149,9 +150,7 @@ class Kernels:
         with self.lock:
             keys = sorted(self.pipelines.keys() | self.building.keys(), key=repr)
         try:
-            self.known.parent.mkdir(parents=True, exist_ok=True)
-            part = self.known.with_name(f".{self.known.name}.{os.getpid()}.tmp")
-            part.write_text(json.dumps([[file, entry, [list(c) for c in constants]] for file, entry, constants in keys]))
-            os.replace(part, self.known)
+            listed = [[file, entry, [list(c) for c in constants]] for file, entry, constants in keys]
+            write_text_atomically(self.known, json.dumps(listed))
         except OSError as error:  # a read-only cache: every start builds as it goes
             log.warning("Could not list the kernels built in %s (%s).", self.known, error)
