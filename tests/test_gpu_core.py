@@ -144,6 +144,7 @@ def test_wgpu_runs_on_c_declarations_compiled_like_cffi_parses_them(gpu_ops, tmp
     assert isinstance(ffi, CompiledFFI)
     parsed = cffi.FFI()
     parsed.cdef(Path(get_header_filename("combined_header.h")).read_text())
+
     def spelled(ctype) -> str:  # the compiled FFI names "typedef struct X {..} X" as "struct X"
         return re.sub(r"\b(struct|union|enum) ", "", ctype.cname)
 
@@ -159,6 +160,7 @@ def test_wgpu_runs_on_c_declarations_compiled_like_cffi_parses_them(gpu_ops, tmp
             ], name
     parsed_lib = parsed.dlopen(lib_path)
     assert dir(lib) == dir(parsed_lib) and len(dir(lib)) > 500
+
     def entry(ffi, lib, name: str):  # a constant's value or a function's type
         try:
             value = getattr(lib, name)

@@ -62,13 +62,13 @@ def import_backend(cache: Path) -> None:
     except Exception as error:  # noqa: BLE001 - any failure here only costs start-up time
         log.warning("wgpu's C declarations are parsed on each start (%s).", error)
         ffi = None
+    plain_ffi = cffi.FFI
     if ffi is not None:
-        plain_ffi, cffi.FFI = cffi.FFI, lambda: ffi
+        cffi.FFI = lambda: ffi
     try:
         importlib.import_module(BACKEND)
     finally:
-        if ffi is not None:
-            cffi.FFI = plain_ffi
+        cffi.FFI = plain_ffi
 
 
 def compiled_ffi(cache: Path) -> CompiledFFI:
