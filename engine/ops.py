@@ -70,6 +70,23 @@ class RowNorm:
 
 
 @dataclass(frozen=True)
+class Position:
+    """A decoder position held on the backend: the value of ``counter`` (a backend tensor [1] of
+    uint32, made by ``Ops.position`` and moved by ``Ops.advance``) plus ``offset``.
+
+    ``embed``, ``kv_pack`` and ``attend`` take one where they take an int position or length. A
+    decoder step recorded with one is the same work at every position, so a GPU can replay its
+    recording (``Ops.repeatable``) instead of running the model's Python again each step.
+    """
+
+    counter: Tensor
+    offset: int = 0
+
+    def __add__(self, n: int) -> Position:
+        return Position(self.counter, self.offset + n)
+
+
+@dataclass(frozen=True)
 class WhisperRules:
     """What Whisper's greedy token selection needs to know of a vocabulary (see ``Ops.whisper_select``).
 
@@ -141,6 +158,15 @@ class Ops(abc.ABC):
         engine's callers see one kind of error whichever backend runs. No-op on the CPU backend."""
         return nullcontext()
 
+    def repeatable(self, record: Callable[[], None]) -> Callable[[], None]:
+        """A function that records what ``record()`` records, each time it is called.
+
+        ``record`` must record the same work at every call (positions as ``Position``s, tensors that
+        the backend hands out again in the same order) and do nothing but record: a GPU backend
+        replays an earlier call's dispatches instead of calling it once two calls in a row recorded
+        the same ones, which takes the Python out of a decoder's steps. The CPU backend calls it."""
+        return record
+
     # ---- linear algebra -----------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -182,11 +208,13 @@ class Ops(abc.ABC):
     # ---- embeddings -----------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def embed(self, ids: Tensor, table: Any, positions: Tensor | None, pos0: int) -> Tensor:
+    def embed(self, ids: Tensor, table: Any, positions: Tensor | None, pos0: int | Position) -> Tensor:
         """Token rows plus position rows: ``out[t] = table[ids[t]] + positions[pos0 + t]``.
 
         ids: [T] uint32; table: weight [V, D] (any weight type); positions: [P, D] float32 or None;
-        returns [T, D]. ``pos0`` lets a decoder step embed at its place in the sequence.
+        returns [T, D]. ``pos0`` lets a decoder step embed at its place in the sequence. The caller
+        keeps ``pos0 + T`` within the table: a GPU can't check a ``Position`` when recording (rows
+        past the table get no position row there).
         """
 
     # ---- normalisation and activations ----------------------------------------------------------
@@ -307,6 +335,14 @@ class Ops(abc.ABC):
         return lambda: value
 
     @abc.abstractmethod
+    def position(self, value: int) -> Position:
+        """A new ``Position`` on the backend holding ``value``."""
+
+    @abc.abstractmethod
+    def advance(self, position: Position, by: int) -> None:
+        """Add ``by`` to ``position``'s counter, on the backend, in order with the work recorded."""
+
+    @abc.abstractmethod
     def kv_cache(self, n_heads: int, head_dim: int, capacity: int) -> Any:
         """Allocate an empty K/V cache for ``capacity`` positions of ``n_heads`` heads (f16 on the GPU)."""
 
@@ -317,18 +353,23 @@ class Ops(abc.ABC):
         on the GPU no other method takes them."""
 
     @abc.abstractmethod
-    def kv_pack(self, cache: Any, k: Tensor, v: Tensor, pos0: int) -> None:
+    def kv_pack(self, cache: Any, k: Tensor, v: Tensor, pos0: int | Position) -> None:
         """Write K and V rows k, v: [T, H*dh] (tensors or ``columns``) into the cache at positions
-        pos0 .. pos0+T-1 (in place)."""
+        pos0 .. pos0+T-1 (in place). The caller keeps them within the capacity: a GPU can't check a
+        ``Position`` when recording (rows past the capacity are not written there)."""
 
     @abc.abstractmethod
-    def attend(self, q: Tensor, cache: Any, length: int, causal: bool = True, scale: float | None = None) -> Tensor:
-        """Attention of new query rows over a cache holding ``length`` positions.
+    def attend(
+        self, q: Tensor, cache: Any, length: int | Position, causal: bool = True, scale: float | None = None
+    ) -> Tensor:
+        """Attention of new query rows over a cache holding ``length`` positions (at most its capacity).
 
         q: [Tq, H*dh] (a tensor or ``columns``) -> [Tq, H*dh]. With ``causal`` row i sees positions
         0 .. length - Tq + i (so Tq=1 sees all, and a prefill of Tq rows is causal); without it
         (cross-attention) every row sees all ``length`` positions. ``scale`` defaults to 1/sqrt(dh).
         On the GPU the keys are split into blocks, each block reduced to a partial (max, sum,
         weighted V) and a ``combine`` step merges them, so that one query over 1500 encoder
-        positions still fills the GPU.
+        positions still fills the GPU; a ``Position`` length (a decoder's own tokens) gets one
+        workgroup per head and row that walks every key, since the blocks can't be counted when
+        recording.
         """

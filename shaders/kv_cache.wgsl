@@ -12,6 +12,12 @@
 // workgroup takes one block of BLOCK keys and writes a partial softmax (max m, sum l, unnormalised
 // weighted V) to a scratch tensor; `combine` then rescales the partials to a common max and merges
 // them (the same algebra as flash attention's running softmax, done across workgroups).
+//
+// Positions on the GPU: pack's first row and attend's length are p.pos0 and p.length plus at[0],
+// where `at` is a decoder's position counter (engine.ops.Position) or a zero for int positions. The
+// host can't count key blocks it doesn't know the length of, so with a counter (a decoder's own
+// tokens, a few hundred at most) attend runs one workgroup per (head, row) that walks its keys
+// BLOCK at a time with a running softmax: p.span keys per workgroup, BLOCK when the keys are split.
 
 override HEAD_DIM: u32 = 64u;
 override BLOCK: u32 = 64u; // keys per attend workgroup, one thread each
@@ -38,6 +44,7 @@ struct Params {
     v_at: u32,
     stride: u32,
     packs: u32,     // attend: 1 if it packs the row of k and v at pos0 first (a decoder step)
+    span: u32,      // attend: keys per workgroup (BLOCK, or the capacity when one walks them all)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -53,11 +60,13 @@ fn cache_word(is_v: bool, h: u32, pos: u32, c: u32) -> u32 {
 
 // ---- pack: k, v [T, H*dh] float32 -> cache positions pos0 .. pos0+T-1, K and V in one dispatch ----
 
-// Bindings: pack reads k (1) and v (2) into the cache (3); attend reads q (4) and the cache (3) into
-// out (5), and k and v too when it packs; combine reads partials (1) into out (2).
+// Bindings: pack reads k (1) and v (2) into the cache (3) at the position counter (4); attend reads
+// q (5) and the cache (3) into out (6), and k and v too when it packs; combine reads partials (1)
+// into out (2).
 @group(0) @binding(1) var<storage, read> pack_k: array<f32>;
 @group(0) @binding(2) var<storage, read> pack_v: array<f32>;
 @group(0) @binding(3) var<storage, read_write> cache: array<u32>;
+@group(0) @binding(4) var<storage, read> at: array<u32>;
 
 fn pack_pair(src: u32, c: u32, is_v: bool) -> u32 {
     var lo: f32;
@@ -88,15 +97,19 @@ fn pack(
     let c = e % PAIRS;
     let h = (e / PAIRS) % p.heads;
     let t = e / (PAIRS * p.heads);
+    let pos = p.pos0 + at[0] + t;
+    if (pos >= p.capacity) {
+        return; // past the cache: only a counter can get here (engine.ops.Ops.kv_pack)
+    }
     let src = t * p.stride + h * HEAD_DIM + 2u * c;
-    cache[cache_word(is_v, h, p.pos0 + t, c)] = pack_pair(src, c, is_v);
+    cache[cache_word(is_v, h, pos, c)] = pack_pair(src, c, is_v);
 }
 
 // ---- attend: one workgroup per (head, query row, key block) -> one partial ----
 // partials: [H * Tq * blocks, HEAD_DIM + 2] float32, each row (m, l, acc[HEAD_DIM]).
 
-@group(0) @binding(4) var<storage, read> attend_q: array<f32>;
-@group(0) @binding(5) var<storage, read_write> attend_partials: array<f32>;
+@group(0) @binding(5) var<storage, read> attend_q: array<f32>;
+@group(0) @binding(6) var<storage, read_write> attend_partials: array<f32>;
 
 var<workgroup> scores: array<f32, BLOCK>;
 var<workgroup> weights: array<f32, BLOCK>;
@@ -112,14 +125,19 @@ fn attend(
     if (group >= p.groups) {
         return;
     }
+    let pos0 = p.pos0 + at[0];
+    let length = min(p.length + at[0], p.capacity);
     if (p.packs == 1u) {
-        // A decoder step (one row, one key block: group = head): write the head's new K and V pair
-        // words at pos0 first, pack's job done here to save its dispatch. No other workgroup reads
-        // this head's rows, so a barrier within the workgroup is all the ordering the writes need.
-        for (var word = tid; word < 2u * PAIRS; word += BLOCK) {
-            let is_v = word >= PAIRS;
-            let c = word % PAIRS;
-            cache[cache_word(is_v, group, p.pos0, c)] = pack_pair(group * HEAD_DIM + 2u * c, c, is_v);
+        // A decoder step (one row, one workgroup per head: group = head): write the head's new K
+        // and V pair words at pos0 first, pack's job done here to save its dispatch. No other
+        // workgroup reads this head's rows, so a barrier within the workgroup is all the ordering
+        // the writes need.
+        if (pos0 < p.capacity) {
+            for (var word = tid; word < 2u * PAIRS; word += BLOCK) {
+                let is_v = word >= PAIRS;
+                let c = word % PAIRS;
+                cache[cache_word(is_v, group, pos0, c)] = pack_pair(group * HEAD_DIM + 2u * c, c, is_v);
+            }
         }
         storageBarrier();
     }
@@ -130,11 +148,11 @@ fn attend(
     let out = group * (HEAD_DIM + 2u);
     let out_row = i * p.heads * HEAD_DIM + h * HEAD_DIM; // the row in out [Tq, H*dh] when blocks == 1
 
-    var visible = p.length;
+    var visible = length;
     if (p.causal == 1u) {
-        visible = u32(clamp(i32(p.length) - i32(p.rows) + i32(i) + 1, 0, i32(p.length)));
+        visible = u32(clamp(i32(length) - i32(p.rows) + i32(i) + 1, 0, i32(length)));
     }
-    let key0 = b * BLOCK;
+    let key0 = b * p.span;
     if (key0 >= visible) {
         // Nothing visible in this block (causal rows of a prefill): an empty partial, or, written
         // straight to out (one block, see below), zeros.
@@ -149,55 +167,69 @@ fn attend(
         }
         return;
     }
-    let n = min(BLOCK, visible - key0); // keys of this block the row sees
-
-    // Score: one thread per key, a dot over the head's f16 pairs.
-    var s = NEG;
-    if (tid < n) {
-        let k_row = cache_word(false, h, key0 + tid, 0u);
-        let q_row = p.q_at + i * p.stride + h * HEAD_DIM;
-        var dot = 0.0;
-        for (var c = 0u; c < HEAD_DIM / 2u; c++) {
-            let kk = unpack2x16float(cache[k_row + c]);
-            dot += attend_q[q_row + 2u * c] * kk.x + attend_q[q_row + 2u * c + 1u] * kk.y;
-        }
-        if (HEAD_DIM % 2u == 1u) {
-            dot += attend_q[q_row + HEAD_DIM - 1u] * unpack2x16float(cache[k_row + PAIRS - 1u]).x;
-        }
-        s = dot * p.scale;
-    }
-    scores[tid] = s;
-    workgroupBarrier();
-
-    // Each thread finds the block max itself (BLOCK reads beat a log-step reduction's barriers),
-    // then publishes its own key's weight.
-    var m = NEG;
-    for (var j = 0u; j < n; j++) {
-        m = max(m, scores[j]);
-    }
-    weights[tid] = select(0.0, exp(s - m), tid < n);
-    workgroupBarrier();
+    let key_end = min(key0 + p.span, visible);
+    let q_row = p.q_at + i * p.stride + h * HEAD_DIM;
 
     // Weighted V: the threads split into BLOCK / PAIRS groups; thread c of group g owns the pair of
-    // dims (2c, 2c+1) over keys g, g + G, g + 2G, ..., two keys per iteration so that two loads are
-    // in flight. Reads of a key's row are contiguous across a group's threads. The groups' sums
-    // meet in workgroup memory.
+    // dims (2c, 2c+1) over keys g, g + G, g + 2G, ... of a chunk, two keys per iteration so that two
+    // loads are in flight. Reads of a key's row are contiguous across a group's threads. The groups'
+    // sums meet in workgroup memory after the last chunk.
     let group_count = BLOCK / PAIRS;
     let c = tid % PAIRS;
     let g = tid / PAIRS;
-    let v_base = cache_word(true, h, key0, c);
+    var m = NEG; // running max, sum of weights and weighted V over the chunks so far
+    var l = 0.0;
     var acc = vec2<f32>(0.0);
-    if (g < group_count) {
-        var acc_odd = vec2<f32>(0.0);
-        var j = g;
-        for (; j + group_count < n; j += 2u * group_count) {
-            acc += weights[j] * unpack2x16float(cache[v_base + j * PAIRS]);
-            acc_odd += weights[j + group_count] * unpack2x16float(cache[v_base + (j + group_count) * PAIRS]);
+    for (var start = key0; start < key_end; start += BLOCK) {
+        let n = min(BLOCK, key_end - start); // keys of this chunk the row sees
+
+        // Score: one thread per key, a dot over the head's f16 pairs.
+        var s = NEG;
+        if (tid < n) {
+            let k_row = cache_word(false, h, start + tid, 0u);
+            var dot = 0.0;
+            for (var pair = 0u; pair < HEAD_DIM / 2u; pair++) {
+                let kk = unpack2x16float(cache[k_row + pair]);
+                dot += attend_q[q_row + 2u * pair] * kk.x + attend_q[q_row + 2u * pair + 1u] * kk.y;
+            }
+            if (HEAD_DIM % 2u == 1u) {
+                dot += attend_q[q_row + HEAD_DIM - 1u] * unpack2x16float(cache[k_row + PAIRS - 1u]).x;
+            }
+            s = dot * p.scale;
         }
-        if (j < n) {
-            acc += weights[j] * unpack2x16float(cache[v_base + j * PAIRS]);
+        scores[tid] = s;
+        workgroupBarrier();
+
+        // Each thread finds the new max itself (BLOCK reads beat a log-step reduction's barriers),
+        // then publishes its own key's weight; what was summed before is rescaled to the new max.
+        var m_new = m;
+        for (var j = 0u; j < n; j++) {
+            m_new = max(m_new, scores[j]);
         }
-        acc += acc_odd;
+        let rescale = exp(m - m_new);
+        weights[tid] = select(0.0, exp(s - m_new), tid < n);
+        workgroupBarrier();
+
+        l *= rescale;
+        for (var j = 0u; j < n; j++) {
+            l += weights[j];
+        }
+        acc *= rescale;
+        if (g < group_count) {
+            let v_base = cache_word(true, h, start, c);
+            var acc_odd = vec2<f32>(0.0);
+            var j = g;
+            for (; j + group_count < n; j += 2u * group_count) {
+                acc += weights[j] * unpack2x16float(cache[v_base + j * PAIRS]);
+                acc_odd += weights[j + group_count] * unpack2x16float(cache[v_base + (j + group_count) * PAIRS]);
+            }
+            if (j < n) {
+                acc += weights[j] * unpack2x16float(cache[v_base + j * PAIRS]);
+            }
+            acc += acc_odd;
+        }
+        m = m_new;
+        workgroupBarrier(); // the next chunk writes scores and weights again
     }
     group_sums[tid] = acc;
     workgroupBarrier();
@@ -208,12 +240,8 @@ fn attend(
     for (var k = 0u; k < group_count; k++) {
         weighted += group_sums[k * PAIRS + tid];
     }
-    var l = 0.0;
-    for (var j = 0u; j < n; j++) {
-        l += weights[j];
-    }
     if (p.blocks == 1u) {
-        // One block holds every key the row sees (a decoder's own tokens): the partial is the
+        // One workgroup holds every key the row sees (a decoder's own tokens): the partial is the
         // answer, so write it normalised straight to out [Tq, H*dh] (the buffer bound here) and
         // the host skips `combine`.
         attend_partials[out_row + 2u * tid] = weighted.x / l;

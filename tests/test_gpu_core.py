@@ -11,6 +11,7 @@ import pytest
 from engine.errors import GpuError
 from engine.gpu.recorder import grid, pack_params
 from engine.gpu.tensors import size_class
+from engine.ops import WeightSource
 
 pytestmark = pytest.mark.gpu
 
@@ -53,6 +54,63 @@ def test_repeated_sequence_creates_no_new_bind_groups(gpu_ops):
     created = recorder.stats["bind_groups_created"]
     sequence()
     assert recorder.stats["bind_groups_created"] == created
+
+
+def test_a_repeatable_recording_is_replayed_once_two_calls_agree(gpu_ops, cpu_ops):
+    """Each call records the same step on a position counter (embed at it, pack and attend, advance
+    it): from the third call on the recorder replays the second's dispatches without calling the
+    function, and the GPU does the same work as the numpy backend calling it every time (each row
+    lands where its call's position says, so attending over them all gives the same answer)."""
+    rng = np.random.default_rng(0)
+    table, positions = rng.standard_normal((5, 8)).astype(np.float32), rng.standard_normal((6, 8)).astype(np.float32)
+    query = rng.standard_normal((1, 8)).astype(np.float32)
+
+    def decode(ops, calls):
+        weight = ops.weight(WeightSource("table", "F32", table.shape, table))
+        positions_on, ids = ops.tensor(positions), ops.ids(np.array([3]))
+        cache, at = ops.kv_cache(1, 8, 6), ops.position(0)
+
+        def step():
+            calls.append(1)
+            row = ops.embed(ids, weight, positions_on, at)
+            ops.kv_pack(cache, row, row, at)
+            ops.attend(row, cache, at + 1)  # packs the row
+            ops.advance(at, 1)
+
+        repeated = ops.repeatable(step)
+        for _ in range(6):
+            ops.flush()  # each call at the start of a submission, as a decoder's batches are
+            repeated()
+        assert ops.read(at.counter)[0] == 6
+        return ops.read(ops.attend(ops.tensor(query), cache, 6, causal=False))
+
+    gpu_calls, cpu_calls = [], []
+    replayed = gpu_ops.recorder.stats["replayed"]
+    np.testing.assert_allclose(decode(gpu_ops, gpu_calls), decode(cpu_ops, cpu_calls), rtol=2e-3, atol=2e-3)
+    assert len(gpu_calls) == 2 and len(cpu_calls) == 6
+    assert gpu_ops.recorder.stats["replayed"] - replayed == 4 * 3  # embed, attend, advance
+
+
+def test_a_recording_that_changes_or_is_cut_by_a_submission_is_never_replayed(gpu_ops):
+    mark = gpu_ops.empty((4,), np.uint32)
+    values, calls = iter(range(100)), []
+
+    def changing():  # a parameter that differs at every call
+        calls.append(1)
+        gpu_ops.run("mark.wgsl", [mark], [next(values)], (1, 1, 1))
+
+    def reading():  # the same dispatch, but a read-back submits in the middle of it
+        calls.append(1)
+        gpu_ops.run("mark.wgsl", [mark], [7], (1, 1, 1))
+        gpu_ops.read(mark)
+
+    for record in (changing, reading):
+        calls.clear()
+        repeated = gpu_ops.repeatable(record)
+        for _ in range(4):
+            gpu_ops.flush()
+            repeated()
+        assert len(calls) == 4
 
 
 def test_pool_reuses_buffers_of_freed_tensors(gpu_ops):

@@ -196,3 +196,39 @@ def test_kv_pack_rejects_rows_past_capacity(gpu_ops):
     rows = gpu_ops.tensor(np.zeros((3, 16), np.float32))
     with pytest.raises(ValueError, match="do not fit"):
         gpu_ops.kv_pack(cache, rows, rows, 2)
+
+
+@pytest.mark.parametrize("head_dim", [36, 64])
+def test_a_position_on_the_backend_gives_what_an_int_gives(gpu_ops, cpu_ops, head_dim):
+    """A decoder whose position is a counter on the GPU (``Ops.position``): a causal prefill of 60
+    rows packed and attended at the counter, then steps on past 64 and 128 keys, where one workgroup
+    per head walks the keys a block at a time (kv_cache.wgsl); numpy is given the ints."""
+    rng = np.random.default_rng(head_dim)
+    heads, capacity, prompt = 3, 140, 60
+    width = heads * head_dim
+    caches = gpu_ops.kv_cache(heads, head_dim, capacity), cpu_ops.kv_cache(heads, head_dim, capacity)
+    at = gpu_ops.position(0)
+    for pos0, rows in [(0, prompt), *((p, 1) for p in range(prompt, capacity))]:
+        k, v, q = random(rng, rows, width), random(rng, rows, width), random(rng, rows, width)
+        gpu_ops.kv_pack(caches[0], gpu_ops.tensor(k), gpu_ops.tensor(v), at)
+        cpu_ops.kv_pack(caches[1], k, v, pos0)
+        gpu = gpu_ops.read(gpu_ops.attend(gpu_ops.tensor(q), caches[0], at + rows, causal=True))
+        gpu_ops.advance(at, rows)
+        cpu = cpu_ops.attend(q, caches[1], pos0 + rows, causal=True)
+        np.testing.assert_allclose(gpu, cpu, **F16_CACHE, err_msg=f"rows {pos0}..{pos0 + rows - 1}")
+    assert gpu_ops.read(at.counter)[0] == capacity
+
+
+def test_rows_past_the_capacity_at_a_position_are_not_written(gpu_ops, cpu_ops):
+    """A counter can point past the cache, which the host can't check when recording: the kernels
+    write nothing there, and what the cache held stays."""
+    rng = np.random.default_rng(1)
+    caches = fill_caches(gpu_ops, cpu_ops, 2, 8, 4, [(0, 4)], rng)
+    at = gpu_ops.position(3)
+    rows, row = gpu_ops.tensor(random(rng, 2, 16)), gpu_ops.tensor(random(rng, 1, 16))
+    gpu_ops.kv_pack(caches[0], rows, rows, at + 1)  # positions 4 and 5
+    gpu_ops.kv_pack(caches[0], row, row, at + 1)  # one row at 4, which the attend packs
+    gpu_ops.attend(row, caches[0], at + 2)
+    q = random(rng, 1, 16)
+    gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 3, causal=False)  # rows 0..2 as they were
+    np.testing.assert_allclose(gpu, cpu, **F16_CACHE)

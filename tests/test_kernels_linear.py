@@ -190,6 +190,23 @@ def test_embed_with_and_without_positions(gpu_ops, cpu_ops, kind):
         np.testing.assert_array_equal(got, want)  # one addition per value: no rounding to differ
 
 
+def test_embed_at_a_position_on_the_backend(gpu_ops, cpu_ops):
+    """pos0 read from a counter (``Ops.position``) gives what the int gives; rows past the table get
+    no position row (only a counter, which the host can't check, reaches them)."""
+    rng = np.random.default_rng(5)
+    source = weight_source(rng.standard_normal((50, 40)).astype(np.float32), "F16")
+    positions = rng.standard_normal((20, 40)).astype(np.float32)
+    ids = np.array([4, 9, 2], np.uint32)
+    table, table_cpu = gpu_ops.weight(source), cpu_ops.weight(source)
+    at = gpu_ops.position(12)
+    got = gpu_ops.read(gpu_ops.embed(gpu_ops.ids(ids), table, gpu_ops.tensor(positions), at + 3))
+    np.testing.assert_array_equal(got, cpu_ops.embed(ids, table_cpu, positions, 15))
+    gpu_ops.advance(at, 6)  # rows 18..20: the last is past the table
+    got = gpu_ops.read(gpu_ops.embed(gpu_ops.ids(ids), table, gpu_ops.tensor(positions), at))
+    np.testing.assert_array_equal(got[:2], cpu_ops.embed(ids[:2], table_cpu, positions, 18))
+    np.testing.assert_array_equal(got[2], cpu_ops.embed(ids[2:], table_cpu, None, 0)[0])
+
+
 def test_embed_rejects_positions_too_short(gpu_ops):
     source = weight_source(np.zeros((10, 8), np.float32), "F32")
     with pytest.raises(ValueError, match="positions"):

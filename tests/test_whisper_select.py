@@ -19,7 +19,7 @@ from engine.cpu.ops import whisper_allowed_logits
 from engine.gguf.reader import ModelFile
 from engine.gpu.recorder import SLOT, ParamPacker, pack_params
 from engine.ops import WhisperRules
-from engine.whisper.decode import decode_window, logit_rules
+from engine.whisper.decode import decode_window, language_rules, logit_rules
 from engine.whisper.frontend import log_mel
 from engine.whisper.model import WhisperConfig, WhisperModel
 from engine.whisper.tokenizer import Tokenizer
@@ -149,6 +149,22 @@ def test_gpu_selection_equals_numpy_on_the_real_vocabulary(gpu_ops, cpu_ops, tok
     select_in_lockstep(gpu_ops, cpu_ops, rules, 12, logits)
 
 
+@pytest.mark.gpu
+def test_language_chosen_on_the_backend_is_the_likeliest_language_token(gpu_ops, cpu_ops, tokenizer, model_file):
+    """``language_rules`` leave only the language tokens, so a selection of one token under them is
+    the argmax over those tokens alone (what OpenAI's detect_language takes), on both backends."""
+    rules = language_rules(WhisperConfig.from_model_file(model_file), tokenizer)
+    languages = np.array(list(tokenizer.language_tokens().values()))
+    assert len(languages) == 99 and rules.n_vocab - len(rules.suppress) == 99
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        logits = rng.standard_normal((1, rules.n_vocab)).astype(np.float32) * 4
+        logits[0, rng.choice(languages, 20)] += 30  # some languages likelier than any other token
+        want = int(languages[np.argmax(logits[0, languages])])
+        (token,) = select_in_lockstep(gpu_ops, cpu_ops, rules, 1, logits[None])
+        assert token == want and tokenizer.language_code(want) in tokenizer.language_tokens()
+
+
 def test_recorder_packs_what_pack_params_packs():
     arena = bytearray(2 * SLOT)
     packer = ParamPacker()
@@ -172,7 +188,8 @@ def tokenizer(model_file):
 @pytest.mark.gpu
 def test_second_window_allocates_nothing(gpu_ops, model_file, tokenizer, monkeypatch):
     """The second window (encoder, prefill, batches of decoder steps) creates no bind group and takes
-    no new buffer from the pool: every tensor is allocated once or comes back in the same order."""
+    no new buffer from the pool: every tensor is allocated once or comes back in the same order.
+    Its batches of steps record the same dispatches, so the later ones are replayed."""
     monkeypatch.setattr(gpu_ops, "decode_steps_per_read", 2)  # several batches from a few tokens
     model = WhisperModel(model_file, gpu_ops)
     filterbank, window = model_file.array("frontend.mel_filterbank"), model_file.array("frontend.window")
@@ -194,3 +211,4 @@ def test_second_window_allocates_nothing(gpu_ops, model_file, tokenizer, monkeyp
     # no step reads anything back on its own.
     batches = -(-len(second.tokens) // gpu_ops.decode_steps_per_read)  # choices after the first, with EOT
     assert recorder.stats["submissions"] - before["submissions"] == 3 + batches + 1
+    assert recorder.stats["replayed"] > before["replayed"]  # the batches after two that agreed

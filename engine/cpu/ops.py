@@ -27,7 +27,7 @@ from threadpoolctl import ThreadpoolController
 
 from engine import onnx_graph
 from engine.cpu.q8_matmul import Q8_0_BLOCK, STEP_ROWS, Q8Weight, q8_0_blocks, q8_0_values
-from engine.ops import Activation, Ops, WeightSource, WhisperRules
+from engine.ops import Activation, Ops, Position, WeightSource, WhisperRules
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
 # z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.
@@ -114,6 +114,13 @@ def gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         np.subtract(np.float32(1.0), phi, out=phi, where=xc >= 0)  # 1 - Φ(-x) where x >= 0
         np.multiply(xc, phi, out=result[start : start + _CHUNK])  # may overwrite x itself: read last
     return result.reshape(x.shape)
+
+
+def position_value(position: int | Position) -> int:
+    """An int position, or a ``Position``'s current value (its counter is a numpy array here)."""
+    if isinstance(position, Position):
+        return int(position.counter[0]) + position.offset
+    return position
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -307,6 +314,7 @@ class NumpyOps(Ops):
     # ---- embeddings -----------------------------------------------------------------------------
 
     def embed(self, ids, table, positions, pos0):
+        pos0 = position_value(pos0)
         ids = ids.astype(np.int64)
         rows = table.rows(ids) if isinstance(table, Q8Weight) else table[ids]
         if positions is not None:
@@ -457,6 +465,12 @@ class NumpyOps(Ops):
     def read_whisper_selection(self, selection):
         return np.array(selection.tokens, np.uint32), np.array(selection.logprobs, np.float64)
 
+    def position(self, value):
+        return Position(np.array([value], np.uint32))
+
+    def advance(self, position, by):
+        position.counter[0] += np.uint32(by)
+
     def kv_cache(self, n_heads, head_dim, capacity):
         return KvCache(n_heads, head_dim, capacity)
 
@@ -464,6 +478,7 @@ class NumpyOps(Ops):
         return x[:, start:stop]
 
     def kv_pack(self, cache, k, v, pos0):
+        pos0 = position_value(pos0)
         end = pos0 + k.shape[0]
         if end > cache.capacity:
             raise ValueError(f"KV cache holds {cache.capacity} positions, writing up to {end}")
@@ -472,6 +487,7 @@ class NumpyOps(Ops):
         cache.v[:, pos0:end] = v.astype(np.float16).reshape(heads).transpose(1, 0, 2)
 
     def attend(self, q, cache, length, causal=True, scale=None):
+        length = position_value(length)
         if q.shape[0] > 1:  # a prefill: the general path, on the cache's rows
             return self.attention(q, cache.rows(cache.k, length), cache.rows(cache.v, length), cache.n_heads,
                                   causal=causal, scale=scale)

@@ -27,6 +27,11 @@ Every submission ends with a one-thread dispatch that writes its serial number i
 A read-back copies the mark along with the data: if the driver dropped or cancelled the submission,
 the mark is stale and we raise instead of returning old contents.
 
+A third cache takes the Python out of a decoder's steps: ``Replay`` (``Ops.repeatable``) records a batch
+of steps while noting each dispatch's pipeline, bind group and workgroups; once two batches in a
+row were the same dispatches with the same parameters (positions on the GPU make them so), later
+batches are those C calls again, without the model's Python (~0.1 of the cost per dispatch).
+
 ``time_kernels`` installs an ``engine.gpu.profile.DispatchTimer``: until ``stop_timing``, each dispatch
 gets a timestamped pass of its own (profiling only; a normal run keeps one pass per submission).
 """
@@ -36,6 +41,7 @@ from __future__ import annotations
 import struct
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -46,6 +52,7 @@ from engine.errors import GpuError
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels
 from engine.gpu.profile import CAPACITY, DispatchTimer
+from engine.gpu.readback import PendingRead, submit_for_index
 
 SLOT = 256  # minUniformBufferOffsetAlignment on every adapter we target
 SLOTS = 4096  # dispatches per submission before the recorder submits on its own
@@ -102,6 +109,23 @@ def grid(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]:
     return (-(-n_groups // y), y, 1)
 
 
+@dataclass(eq=False)
+class Recording:
+    """The dispatches recorded from dispatch index ``start`` of a submission on: each one's pipeline,
+    bind group and workgroups, and (once ended) their parameter blocks. ``whole`` turns False if the
+    submission was sent in between: what was recorded then can't be played back as one run."""
+
+    start: int
+    dispatches: list[tuple[wgpu.GPUComputePipeline, wgpu.GPUBindGroup, tuple[int, int, int]]] = field(
+        default_factory=list)
+    params: bytes = b""
+    whole: bool = True
+
+    def same_as(self, other: Recording | None) -> bool:
+        return (other is not None and self.whole and other.whole and self.start == other.start
+                and self.params == other.params and self.dispatches == other.dispatches)
+
+
 class Recorder:
     """Encodes dispatches for one device; ``submit`` sends them, ``read`` fetches a buffer's bytes."""
 
@@ -118,10 +142,11 @@ class Recorder:
         self.bind_groups: dict[tuple[int, ...], wgpu.GPUBindGroup] = {}
         self._watched: dict[int, tuple[weakref.ref, list[tuple[int, ...]]]] = {}  # buffer id -> (ref, keys)
         self.serial = 0
-        self.stats = {"dispatches": 0, "bind_groups_created": 0, "submissions": 0}
+        self.stats = {"dispatches": 0, "bind_groups_created": 0, "submissions": 0, "replayed": 0}
         self._staging: dict[int, list[wgpu.GPUBuffer]] = {}  # size -> free staging buffers
         self.timer: DispatchTimer | None = None
         self.limit = SLOTS  # dispatches per submission
+        self.recording: Recording | None = None  # where ``dispatch`` notes what it records, if anywhere
         self._begin()
 
     def time_kernels(self) -> DispatchTimer:
@@ -167,6 +192,43 @@ class Recorder:
         lib.wgpuComputePassEncoderDispatchWorkgroups(self.pass_handle, *groups)
         self.count += 1
         self.stats["dispatches"] += 1
+        if self.recording is not None:
+            self.recording.dispatches.append((pipeline, bind_group, groups))
+
+    def record(self, calls: Callable[[], None]) -> Recording:
+        """Run ``calls``, which record dispatches, and return what they recorded."""
+        recording = self.recording = Recording(self.count)
+        try:
+            calls()
+        finally:
+            self.recording = None
+        recording.whole = recording.whole and self.timer is None
+        if recording.whole:
+            recording.params = bytes(self.params[recording.start * SLOT : self.count * SLOT])
+        return recording
+
+    def replay(self, recording: Recording) -> bool:
+        """Record ``recording``'s dispatches again, as they were (False, recording nothing, unless the
+        submission under way is at the dispatch index where they started, which their bind groups'
+        parameter slots need, and they fit in it)."""
+        start, end = recording.start, recording.start + len(recording.dispatches)
+        if self.count != start or end >= self.limit or self.timer is not None:
+            return False
+        self.params[start * SLOT : end * SLOT] = recording.params
+        handle, set_pipeline = self.pass_handle, lib.wgpuComputePassEncoderSetPipeline
+        set_bind_group, dispatch = lib.wgpuComputePassEncoderSetBindGroup, lib.wgpuComputePassEncoderDispatchWorkgroups
+        current, null = self.pipeline, ffi.NULL
+        for pipeline, bind_group, (x, y, z) in recording.dispatches:
+            if pipeline is not current:
+                set_pipeline(handle, pipeline._internal)
+                current = pipeline
+            set_bind_group(handle, 0, bind_group._internal, 0, null)
+            dispatch(handle, x, y, z)
+        self.pipeline = current
+        self.count = end
+        self.stats["dispatches"] += end - start
+        self.stats["replayed"] += end - start
+        return True
 
     def _timed_pass(self, label: str) -> None:
         """End the pass under way and begin a timestamped one for the next dispatch."""
@@ -208,6 +270,8 @@ class Recorder:
         """Send what was recorded (if anything), ending with the submission mark."""
         if self.count == 0:
             return
+        if self.recording is not None:
+            self.recording.whole = False
         self.serial += 1
         self.dispatch(self.mark_pipeline, [self.mark], [self.serial], (1, 1, 1))
         self.compute.end()
@@ -257,17 +321,15 @@ class Recorder:
             if padded:
                 encoder.copy_buffer_to_buffer(buffer, 0, staging, 0, padded)
             encoder.copy_buffer_to_buffer(self.mark, 0, staging, padded, 16)
-            self.device.queue.submit([encoder.finish()])
-            mapping = staging.map_async(wgpu.MapMode.READ, 0, padded + 16)
+            index = submit_for_index(self.device.queue, encoder.finish())
+            pending = PendingRead(self.device.device, staging, padded + 16, index)
         except Exception as error:  # noqa: BLE001 - these fail with several types on device loss
             self.device.check()
             raise self.device.failure("reading results back", error) from None
 
         def result() -> bytes:
             try:
-                mapping.sync_wait()
-                data = staging.read_mapped(0, padded + 16, copy=True)
-                staging.unmap()
+                data = pending.result()
             except Exception as error:  # noqa: BLE001 - mapping fails with several types on device loss
                 self.device.check()
                 raise self.device.failure("reading results back", error) from None
@@ -279,6 +341,26 @@ class Recorder:
                     f"The GPU driver dropped a submission (mark {mark}, expected {serial}); the results are stale. "
                     "This happens after a driver reset or timeout: retry, or use --device cpu."
                 )
-            return bytes(data[:nbytes])
+            return data[:nbytes]
 
         return result
+
+
+class Replay:
+    """``Ops.repeatable`` on the GPU: calls ``record`` (which records dispatches) until two calls in a
+    row recorded the same ones, then replays the last instead of calling it. Sameness is checked,
+    not assumed: dispatch for dispatch the same pipeline, bind group (so the same buffers) and
+    workgroups, and the same parameter bytes."""
+
+    def __init__(self, recorder: Recorder, record: Callable[[], None]) -> None:
+        self.recorder = recorder
+        self.record = record
+        self.last: Recording | None = None
+        self.repeats = False  # whether the last two calls recorded the same dispatches
+
+    def __call__(self) -> None:
+        if self.repeats and self.recorder.replay(self.last):
+            return
+        recording = self.recorder.record(self.record)
+        self.repeats = recording.same_as(self.last)
+        self.last = recording

@@ -20,6 +20,7 @@ The rules are ``Ops.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_all
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass
 
@@ -97,12 +98,20 @@ def no_speech_token(tokenizer: Tokenizer) -> int | None:
     return None
 
 
-def detect_language(tokenizer: Tokenizer, sot_logits: np.ndarray) -> str:
-    """The language whose token is likeliest right after SOT."""
-    languages = tokenizer.language_tokens()
-    codes = list(languages)
-    ids = np.array([languages[code] for code in codes])
-    return codes[int(np.argmax(sot_logits[ids]))]
+@functools.cache
+def language_rules(config: WhisperConfig, tokenizer: Tokenizer) -> WhisperRules:
+    """Rules under which ``Ops.whisper_select`` picks the language whose token is likeliest (the
+    first on ties, as an argmax over them): every other token is suppressed."""
+    languages = set(tokenizer.language_tokens().values())
+    return WhisperRules(
+        n_vocab=config.n_vocab,
+        eot=config.eot,
+        timestamp_begin=tokenizer.timestamp_begin,
+        suppress=tuple(t for t in range(config.n_vocab) if t not in languages),
+        begin_suppress=(),
+        timestamps=False,
+        max_initial_timestamp=0,
+    )
 
 
 def decode_window(
@@ -125,25 +134,29 @@ def decode_window(
 
     state = model.decoder_session(encoder_output)
     prefix = [c.prev_sot, *prompt_tokens[-(c.n_text_ctx // 2 - 1) :]] if prompt_tokens else []
-    # The SOT row's logits give the no-speech probability and the language, so SOT ends the first
-    # prefill; they are the only logits read back. Unless the language must be detected, they are
-    # waited for only after sampling: a GPU runs the encoder while the decoder's steps are recorded.
+    # The SOT row's logits give the no-speech probability; they are read back after sampling, so the
+    # GPU runs the encoder while the decoder's steps are recorded. The language, when it must be
+    # detected, is chosen on the backend from them too and fed on as the next token.
+    ops = model.ops
     logits = model.prefill(state, [*prefix, c.sot])
-    read_sot_logits = model.ops.read_later(logits)
-    sot_logits = None
+    read_sot_logits = ops.read_later(logits)
+    read_language = None
     if language is None:
-        sot_logits = read_sot_logits()[0]
+        detection = ops.whisper_selection(language_rules(c, tokenizer), 1)
         # OpenAI detects the language from SOT alone, without the prompt before it.
-        lang_logits = sot_logits if not prefix else model.decode_step(model.decoder_session(encoder_output), [c.sot])
-        language = detect_language(tokenizer, lang_logits)
-
-    rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
+        heard = logits if not prefix else model.prefill(model.decoder_session(encoder_output), [c.sot])
+        logits = model.step_logits(state, ops.whisper_select(heard, detection))
+        read_language = ops.read_whisper_selection_later(detection)
+        rest = sot_sequence(model, tokenizer, "en", task, timestamps)[2:]  # after SOT and the language
+    else:
+        rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
     if rest:
         logits = model.prefill(state, rest)
     max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed
     chosen, chosen_logprobs = sample_greedy(model, state, logits, logit_rules(c, tokenizer, timestamps), max_sampled)
-    if sot_logits is None:
-        sot_logits = read_sot_logits()[0]
+    if read_language is not None:
+        language = tokenizer.language_code(int(read_language()[0][0]))
+    sot_logits = read_sot_logits()[0]
     nospeech = no_speech_token(tokenizer)
     no_speech_prob = float(np.exp(log_softmax(sot_logits)[nospeech])) if nospeech is not None else 0.0
     n = len(chosen) - int(chosen[-1] == c.eot)  # EOT is no text, but its log-probability counts
@@ -168,20 +181,34 @@ def sample_greedy(
 
     Where reads are round trips to a GPU (more than one step per read), the next batch is recorded
     and submitted before the last one's read is looked at: the GPU runs one batch while Python
-    records the next, and a window ends with one batch run in vain.
+    records the next, and a window ends with one batch run in vain. The decoder's position is on
+    the backend (``DecoderState.at``), so a full batch records the same work each time and a GPU
+    replays it (``Ops.repeatable``) rather than running the model's Python for every step.
     """
     ops = model.ops
     selection = ops.whisper_selection(rules, max_sampled)
     ids = ops.whisper_select(logits, selection)
     ops.flush()  # so that every batch of steps starts a submission at the same dispatch index
+    steps_per_read = ops.decode_steps_per_read
+
+    def record_steps(count: int) -> None:
+        for _ in range(count):
+            ops.whisper_select(model.step_logits(state, ids), selection)  # ids: the selection's own
+
+    # Its position on the backend, a batch of steps records the same work every time: a GPU replays it.
+    full_batch = ops.repeatable(lambda: record_steps(steps_per_read))
+    first = state.position
     recorded = 1
-    ahead = 1 if ops.decode_steps_per_read > 1 else 0  # batches in flight while one is recorded
+    ahead = 1 if steps_per_read > 1 else 0  # batches in flight while one is recorded
     reads = deque()  # reads of the selection after each batch, not looked at yet, oldest first
     while True:
-        batch = min(ops.decode_steps_per_read, max_sampled - recorded)
-        for _ in range(batch):
-            ids = ops.whisper_select(model.step_logits(state, ids), selection)
-            recorded += 1
+        batch = min(steps_per_read, max_sampled - recorded)
+        if batch == steps_per_read:
+            full_batch()
+        else:
+            record_steps(batch)
+        recorded += batch
+        state.position = first + recorded - 1  # a replayed batch ran no Python to count its steps
         if batch or not reads:
             reads.append(ops.read_whisper_selection_later(selection))
         if batch and len(reads) <= ahead:

@@ -53,31 +53,34 @@ class LogMel:
     def __call__(self, pcm: np.ndarray, n_frames: int | None = None) -> np.ndarray:
         """Features float32 [n_mels, T] of 16 kHz ``pcm`` [n], as ``log_mel`` documents."""
         pcm = np.asarray(pcm, dtype=np.float32)
-        real = pcm.shape[0]  # samples of real audio; any padding after them is silence
-        if n_frames is not None:
-            pcm = pad_or_trim(pcm, n_frames * HOP_LENGTH)
-            real = min(real, pcm.shape[0])
-        total = pcm.shape[0] // HOP_LENGTH
-        if pcm.shape[0] < HOP_LENGTH:
+        samples = pcm.shape[0] if n_frames is None else n_frames * HOP_LENGTH  # with the padding
+        real = min(pcm.shape[0], samples)  # samples of real audio; any padding after them is silence
+        total = samples // HOP_LENGTH
+        if samples < HOP_LENGTH:
             return np.zeros((self.n_mels, 0), dtype=np.float32)
         half = self.window.shape[0] // 2
         # frames whose windows (and, for frame 0, the reflected samples 1..half) lie inside the audio
         final = max(0, min(total, (real - half - 1) // HOP_LENGTH + 1))
         kept = min(len(self._frames), final)  # audio that ends earlier than before has fewer final frames
-        padded = np.pad(pcm.astype(np.float64), half, mode="reflect")  # centred frames, as torch.stft
         # Frames from ``silent`` on see only the padding's zeros, so their power is exactly 0: a short
         # dictation padded to Whisper's 30 s computes a third of the frames or fewer.
         silent = max(kept, min(total, -(-(real + half) // HOP_LENGTH)))
+        # The samples frames before ``silent`` read (with at least the half that frame 0 reflects),
+        # the padding's zeros included; past them, reflecting the end as torch.stft does can't matter.
+        needed = min(samples, max((silent - 1) * HOP_LENGTH + half, half + 1))
+        audio = np.zeros(needed)
+        audio[: min(real, needed)] = pcm[: min(real, needed)]
+        padded = np.pad(audio, half, mode="reflect")  # centred frames, as torch.stft
         fresh = self._mel_power(padded, kept, silent)
-        if silent < total:
-            fresh = np.concatenate([fresh, np.zeros((total - silent, self.n_mels))])
         if final > len(self._frames):
             self._frames = np.concatenate([self._frames, fresh[: final - kept]])
-        mel = np.concatenate([self._frames[:kept], fresh])  # [T, n_mels]
+        mel = np.concatenate([self._frames[:kept], fresh])  # [silent, n_mels]: the frames with sound
         log_spec = np.log10(np.maximum(mel, 1e-10))
-        log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
-        # [n_mels, T] as a view of time-major memory, which is the layout the encoder reads
-        return ((log_spec + 4.0) / 4.0).astype(np.float32).T
+        top = max(log_spec.max(initial=-np.inf), -10.0 if silent < total else -np.inf)  # silence: log10(1e-10)
+        features = np.empty((total, self.n_mels), np.float32)  # time-major: the layout the encoder reads
+        features[:silent] = (np.maximum(log_spec, top - 8.0) + 4.0) / 4.0
+        features[silent:] = (max(-10.0, top - 8.0) + 4.0) / 4.0
+        return features.T
 
     def _mel_power(self, padded: np.ndarray, first: int, end: int) -> np.ndarray:
         """Mel power [end - first, n_mels] of frames first .. end-1 of the reflect-padded audio.
@@ -86,12 +89,12 @@ class LogMel:
         the reference to well under 1e-4.
         """
         n_fft = self.window.shape[0]
+        if end <= first:
+            return np.zeros((0, self.n_mels))
         segment = padded[first * HOP_LENGTH : (end - 1) * HOP_LENGTH + n_fft]
         frames = np.lib.stride_tricks.sliding_window_view(segment, n_fft)[::HOP_LENGTH]  # a view, no copy
         spectrum = np.fft.rfft(frames * self.window, axis=-1)
         power = spectrum.real**2 + spectrum.imag**2  # [frames, n_fft // 2 + 1]
-        if not power.shape[0]:
-            return np.zeros((0, self.n_mels))
         sums = np.add.reduceat(power[:, self._bins] * self._weights, self._starts, axis=1)
         if len(self._filters) == self.n_mels:
             return sums

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.errors import ModelFileError
 from engine.layers import Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm, norm
-from engine.ops import Ops, Tensor
+from engine.ops import Ops, Position, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
 CONV_KERNEL = 3
@@ -96,10 +96,12 @@ class EncoderOutput:
 
 @dataclass
 class DecoderState:
-    """One decoding of one window: per-layer self-attention KV caches filled up to ``position``."""
+    """One decoding of one window: per-layer self-attention KV caches filled up to ``position``, which
+    ``at`` holds on the backend too, so that every decoder step records the same work."""
 
     cross_caches: list[Any]
     self_caches: list[Any]
+    at: Position
     position: int = 0
 
 
@@ -184,7 +186,7 @@ class WhisperModel:
     def decoder_session(self, encoder_output: EncoderOutput) -> DecoderState:
         """Empty self-attention caches (n_text_ctx positions each) over one encoded window."""
         caches = self._caches(self._spare_self_caches, self.config.n_text_ctx)
-        state = DecoderState(encoder_output.cross_caches, caches)
+        state = DecoderState(encoder_output.cross_caches, caches, self.ops.position(0))
         weakref.finalize(state, self._spare_self_caches.append, caches)
         return state
 
@@ -220,12 +222,13 @@ class WhisperModel:
         pos0, t = state.position, ids.shape[0]
         if pos0 + t > c.n_text_ctx:
             raise ValueError(f"the decoder holds {c.n_text_ctx} tokens; {pos0 + t} were fed")
-        x = ops.embed(ids, self.token_embedding, self.dec_positions, pos0)
+        at = state.at  # pos0, read on the backend
+        x = ops.embed(ids, self.token_embedding, self.dec_positions, at)
         for block, self_cache, cross_cache in zip(self.dec_blocks, state.self_caches, state.cross_caches):
             qkv = self._apply(self._layer_norm(x, block.norm_self), block.self_attn.qkv)  # [t, 3d]
             q, k, v = (ops.columns(qkv, i * c.n_text_state, (i + 1) * c.n_text_state) for i in range(3))
-            ops.kv_pack(self_cache, k, v, pos0)
-            seen = ops.attend(q, self_cache, pos0 + t, causal=True)
+            ops.kv_pack(self_cache, k, v, at)
+            seen = ops.attend(q, self_cache, at + t, causal=True)
             x = self._apply(seen, block.self_attn.out, residual=x)
 
             h = self._layer_norm(x, block.norm_cross)
@@ -234,5 +237,6 @@ class WhisperModel:
             x = self._apply(heard, attn.out, residual=x)
 
             x = self._ffn(x, block.norm_ffn, block.fc1, block.fc2)
+        ops.advance(at, t)
         state.position = pos0 + t
         return x

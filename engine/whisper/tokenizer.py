@@ -200,3 +200,10 @@ class Tokenizer:
             if match:
                 found[match.group(1)] = token_id
         return found
+
+    def language_code(self, token_id: int) -> str:
+        """The code of a language token ('en' for 50259 in multilingual models)."""
+        match = _LANGUAGE_TOKEN.fullmatch(self.token_text(token_id))
+        if match is None:
+            raise ValueError(f"token {token_id} is not a language token")
+        return match.group(1)

@@ -16,6 +16,7 @@ from engine.errors import GpuError
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
+from engine.ops import Position
 
 MAX_HEAD_DIM = 128
 """Largest head size the kernels take: 8 threads per query row times 4 quads of 4 output dims per
@@ -52,8 +53,9 @@ class KvCache:
     buffer: wgpu.GPUBuffer
     pending: tuple | None = None
     """(k, v, pos0) of a one-row ``kv_pack`` not recorded yet: the ``attend`` that reads it next
-    packs it in the same dispatch (kv_cache.wgsl's ``packs``), and anything else on this cache
-    records it first, so the order of writes and reads is the one asked for."""
+    packs it in the same dispatch (kv_cache.wgsl's ``packs``) when it reads its position from the
+    same counter, and anything else on this cache records it first, so the order of writes and
+    reads is the one asked for."""
 
     @property
     def pairs(self) -> int:
@@ -157,7 +159,7 @@ class AttentionOps(GpuOpsBase):
         if k.shape != v.shape:
             raise ValueError(f"k {k.shape} and v {v.shape} differ")
         rows = k.shape[0]
-        if pos0 < 0 or pos0 + rows > cache.capacity:
+        if isinstance(pos0, int) and (pos0 < 0 or pos0 + rows > cache.capacity):
             raise ValueError(f"rows {pos0}..{pos0 + rows - 1} do not fit a cache of {cache.capacity} positions")
         self._pack_pending(cache)  # packs land in the order they were asked for
         if rows == 1:
@@ -165,14 +167,15 @@ class AttentionOps(GpuOpsBase):
             return
         self._pack(cache, k, v, pos0)
 
-    def _pack(self, cache: KvCache, k, v, pos0: int) -> None:
+    def _pack(self, cache: KvCache, k, v, pos0: int | Position) -> None:
         words = 2 * k.shape[0] * cache.n_heads * cache.pairs
         if words == 0:
             return
+        counter, offset = self.counter_and_offset(pos0)
         self.run(
             "kv_cache.wgsl",
-            [k.buffer, v.buffer, cache.buffer],  # .buffer: columns are bound whole, found by offset
-            self._cache_params(cache, rows=k.shape[0], pos0=pos0, groups=words, k=k, v=v),
+            [k.buffer, v.buffer, cache.buffer, counter],  # .buffer: columns are bound whole, found by offset
+            self._cache_params(cache, rows=k.shape[0], pos0=offset, groups=words, k=k, v=v),
             grid(-(-words // PACK_THREADS)),
             entry="pack",
             HEAD_DIM=cache.head_dim,
@@ -186,28 +189,35 @@ class AttentionOps(GpuOpsBase):
 
     def attend(self, q, cache: KvCache, length, causal=True, scale=None) -> GpuTensor:
         dh = _check_heads("q", q, cache.n_heads, cache.head_dim)
-        if not 0 < length <= cache.capacity:
+        walks = isinstance(length, Position)  # one workgroup walks each row's keys (kv_cache.wgsl)
+        if not walks and not 0 < length <= cache.capacity:
             raise ValueError(f"length {length} is outside 1..{cache.capacity} (the cache's capacity)")
         tq, heads = q.shape[0], cache.n_heads
         out = self.empty(q.shape)
         if tq == 0:
             return out
-        blocks = -(-length // KEY_BLOCK)
+        counter, length_offset = self.counter_and_offset(length)
+        blocks = 1 if walks else -(-length // KEY_BLOCK)
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
-        common = dict(rows=tq, length=length, causal=int(causal), scale=float(scale), blocks=blocks)
-        # A decoder step (one row, one key block) packs its K/V row itself; otherwise the cache's
-        # pending row is packed first and q stands in for the k and v that attend then doesn't read.
-        packs = cache.pending is not None and tq == 1 and blocks == 1
+        common = dict(rows=tq, length=length_offset, causal=int(causal), scale=float(scale), blocks=blocks,
+                      span=cache.capacity if walks else KEY_BLOCK)
+        # A decoder step (one row, one workgroup per head) packs its K/V row itself, if its position
+        # is read from the counter bound here too; otherwise the cache's pending row is packed first
+        # and q stands in for the k and v that attend then doesn't read.
+        pending = cache.pending
+        packs = (pending is not None and tq == 1 and blocks == 1
+                 and self.counter_and_offset(pending[2])[0] is counter)
         if not packs:
             self._pack_pending(cache)
-        k, v, pos0 = cache.pending if packs else (q, q, 0)
+        k, v, pos0 = pending if packs else (q, q, 0)
         cache.pending = None
         # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
         partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         self.run(
             "kv_cache.wgsl",
-            [k.buffer, v.buffer, cache.buffer, q.buffer, partials],
-            self._cache_params(cache, groups=heads * tq * blocks, pos0=pos0, q=q, k=k, v=v, packs=int(packs), **common),
+            [k.buffer, v.buffer, cache.buffer, counter, q.buffer, partials],
+            self._cache_params(cache, groups=heads * tq * blocks, pos0=self.counter_and_offset(pos0)[1], q=q, k=k,
+                               v=v, packs=int(packs), **common),
             grid(heads * tq * blocks),
             entry="attend",
             HEAD_DIM=dh,
@@ -227,9 +237,11 @@ class AttentionOps(GpuOpsBase):
 
     @staticmethod
     def _cache_params(cache: KvCache, rows: int, groups: int, pos0: int = 0, length: int = 0, causal: int = 0,
-                      scale: float = 0.0, blocks: int = 0, q=None, k=None, v=None, packs: int = 0) -> list[int | float]:
+                      scale: float = 0.0, blocks: int = 0, q=None, k=None, v=None, packs: int = 0,
+                      span: int = 0) -> list[int | float]:
         """The ``Params`` block of kv_cache.wgsl, field by field in its order. ``q``, ``k``, ``v``: the
-        inputs the entry point reads, tensors or columns, whose rows it finds by offset and stride."""
+        inputs the entry point reads, tensors or columns, whose rows it finds by offset and stride.
+        ``pos0`` and ``length``: what the kernel adds to the position counter it is given."""
         stride, at = None, []
         for x in (q, k, v):
             first, row = rows_of(x) if x is not None else (0, stride)
@@ -239,4 +251,4 @@ class AttentionOps(GpuOpsBase):
             at.append(first)
         stride = cache.n_heads * cache.head_dim if stride is None else stride
         return [rows, cache.n_heads, cache.capacity, pos0, length, causal, float(scale), blocks, groups, *at, stride,
-                packs]
+                packs, span]

@@ -11,9 +11,9 @@ import wgpu
 
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels, known_pipelines_file
-from engine.gpu.recorder import Recorder
+from engine.gpu.recorder import Recorder, Replay
 from engine.gpu.tensors import BufferPool, GpuTensor, GpuWeight, upload_weight
-from engine.ops import Ops, WeightSource
+from engine.ops import Ops, Position, WeightSource
 
 
 class GpuOpsBase(Ops):
@@ -31,6 +31,8 @@ class GpuOpsBase(Ops):
         self.kernels = Kernels(self.device, known)
         self.recorder = Recorder(self.device, self.kernels)
         self.pool = BufferPool(self.device)
+        # The counter bound where a kernel takes an int position: a zero that nothing advances.
+        self.zero_counter = self.device.buffer(16, label="zero-position")
 
     def describe(self) -> str:
         return self.device.describe()
@@ -71,6 +73,24 @@ class GpuOpsBase(Ops):
 
     def flush(self) -> None:
         self.recorder.submit()
+
+    def repeatable(self, record):
+        return Replay(self.recorder, record)
+
+    # ---- positions on the GPU -------------------------------------------------------------------
+
+    def position(self, value: int) -> Position:
+        return Position(self.ids(np.array([value])))
+
+    def advance(self, position: Position, by: int) -> None:
+        self.run("position.wgsl", [position.counter], [by], (1, 1, 1), entry="advance")
+
+    def counter_and_offset(self, position: int | Position) -> tuple[wgpu.GPUBuffer, int]:
+        """What a kernel that reads a position binds and takes as a parameter: a ``Position``'s
+        counter and offset, or for an int the zero counter and the int (the kernel adds the two)."""
+        if isinstance(position, Position):
+            return position.counter.buffer, position.offset
+        return self.zero_counter, position
 
     @contextmanager
     def errors(self, what: str):

@@ -13,7 +13,7 @@ import numpy as np
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor, GpuWeight
-from engine.ops import Activation, RowNorm
+from engine.ops import Activation, Position, RowNorm
 
 ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4}  # gemm.wgsl's ACT
 WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl
@@ -77,18 +77,21 @@ class LinearOps(GpuOpsBase):
         self.run("elementwise.wgsl", [x, y, out], [out.size], _groups_for(out.size), "add")
         return out
 
-    def embed(self, ids: GpuTensor, table: GpuWeight, positions: GpuTensor | None, pos0: int) -> GpuTensor:
+    def embed(self, ids: GpuTensor, table: GpuWeight, positions: GpuTensor | None, pos0: int | Position) -> GpuTensor:
         """ids: [T] uint32, table: weight [V, D], positions: [P, D] or None -> [T, D]."""
         (t,) = ids.shape
         d = table.k
-        if positions is not None and (positions.shape[1] != d or pos0 + t > positions.shape[0]):
+        counter, offset = self.counter_and_offset(pos0)
+        rows = range(offset, offset + t) if isinstance(pos0, int) else range(0)  # a Position's are on the GPU
+        if positions is not None and (positions.shape[1] != d or rows.stop > positions.shape[0]):
             raise ValueError(
-                f"positions {positions.shape} can't cover rows {pos0}..{pos0 + t - 1} of width {d} ({table.name})"
+                f"positions {positions.shape} can't cover rows {rows.start}..{rows.stop - 1} of width {d} "
+                f"({table.name})"
             )
         out = self.empty((t, d))
         scales = table.scales if table.scales is not None else table.data
-        buffers = [ids, table.data, scales, positions if positions is not None else ids, out]
-        params = [t, d, table.k_pad, table.scales_per_row // 2, pos0]
+        buffers = [ids, table.data, scales, positions if positions is not None else ids, out, counter]
+        params = [t, d, table.k_pad, table.scales_per_row // 2, offset, 0 if positions is None else positions.shape[0]]
         constants = {"WTYPE": WEIGHT_TYPES[table.kind], "HAS_POS": positions is not None}
         self.run("embed.wgsl", buffers, params, _groups_for(t * d), **constants)
         return out
