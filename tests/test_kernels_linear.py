@@ -12,6 +12,7 @@ import gguf
 import numpy as np
 import pytest
 
+from engine.gpu.ops.linear import NORM_FOLD_MAX_N
 from engine.ops import RowNorm, WeightSource
 
 pytestmark = pytest.mark.gpu
@@ -139,11 +140,13 @@ def test_gemv_epilogue_bias_activation_residual(gpu_ops, cpu_ops, kind, act):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize(("k", "norm_bias"), [(160, True), (1280, True), (96, False)])
-def test_gemv_with_its_row_normalised_first(gpu_ops, cpu_ops, kind, k, norm_bias):
+@pytest.mark.parametrize(("n", "k", "norm_bias"),
+                         [(100, 160, True), (100, 1280, True), (100, 96, False), (NORM_FOLD_MAX_N + 8, 64, True)])
+def test_gemv_with_its_row_normalised_first(gpu_ops, cpu_ops, kind, n, k, norm_bias):
     """A decoder step's LayerNorm folded into the product (with and without the norm's bias; K past
-    the 1024 values one pass of the workgroup's threads reads) equals the norm, then the product."""
-    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, (1, 100, k), kind, True, True)
+    the 1024 values one pass of the workgroup's threads reads; so many outputs that the row is
+    normalised once beforehand) equals the norm, then the product."""
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, (1, n, k), kind, True, True)
     rng = np.random.default_rng(k)
     a_values = cpu_ops.read(a_cpu) * 3.0 + 1.5  # off-centre and wide, so the norm matters
     gain = rng.standard_normal(k).astype(np.float32)

@@ -19,6 +19,10 @@ ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4}  # gemm.wg
 WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl
 GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
+NORM_FOLD_MAX_N = 8192
+"""Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
+reductions over the row cost little beside 8 rows of W, but Whisper's logits (51865 outputs, 6484
+workgroups) took 58 us a step that way on an H200 where the product alone takes a fraction."""
 GROUP = 256  # threads per workgroup of the one-value-per-thread kernels
 
 
@@ -60,11 +64,14 @@ class LinearOps(GpuOpsBase):
     ) -> GpuTensor:
         """a: [1, K] -> [1, N]: a workgroup per 8 outputs so a single row still spreads over the GPU.
         With ``norm`` every workgroup normalises the row itself (its K values are little to read next
-        to its 8 rows of W), which saves the norm's own dispatch."""
+        to its 8 rows of W), which saves the norm's own dispatch; past ``NORM_FOLD_MAX_N`` outputs the
+        row is normalised once first instead."""
         if self._check_linear(a, w, bias, residual) != 1:
             raise ValueError(f"gemv takes one row, got a of shape {a.shape}; use gemm")
         if norm is not None and (norm.weight.shape != (w.k,) or (norm.bias is not None and norm.bias.shape != (w.k,))):
             raise ValueError(f"{w.name}: a norm over {norm.weight.shape} does not fit rows of {w.k}")
+        if norm is not None and w.n > NORM_FOLD_MAX_N:
+            a, norm = self.layer_norm(a, norm.weight, norm.bias, norm.eps), None
         out = self.empty((1, w.n))
         self._linear("gemv", grid(-(-w.n // GEMV_ROWS)), a, w, bias, act, residual, alpha, out, norm)
         return out

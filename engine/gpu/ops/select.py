@@ -21,10 +21,10 @@ STEPS_PER_READ = 2
 """Decoder steps per read-back of a selection on a real GPU (``Ops.decode_steps_per_read``).
 
 The decoder records the next batch while the GPU runs the last (``sample_greedy``), so a read's
-round trip is hidden and what a batch size costs is the steps recorded after EOT: one to two batches,
-each step ~60 dispatches of Python. On an H200, Whisper base on jfk.wav recorded 41 steps
-for 29 choices with batches of 8, about 33 with batches of 4; batches of 2 record 1976 dispatches
-a run against 2083 with 4, at the same or a lower median time. On a CPU adapter (lavapipe) a round
+round trip is hidden and what a batch size costs is the steps run after EOT, one batch. A batch is
+replayed (``Ops.repeatable``), so a smaller one costs little Python: on an H200, Whisper base on
+jfk.wav took a median 63-64 ms with batches of 2, 60-81 with 4, 87 with 1 and 8 (one job each,
+replayed batches and reads that wait for their own submission). On a CPU adapter (lavapipe) a round
 trip took 0.2 ms and a step of whisper tiny over 100 ms, so there a batch is one step."""
 
 
