@@ -73,16 +73,20 @@ def logit_rules(config: WhisperConfig, tokenizer: Tokenizer, timestamps: bool) -
     )
 
 
-def sot_sequence(model: WhisperModel, tokenizer: Tokenizer, language: str, task: str, timestamps: bool) -> list[int]:
+def sot_sequence(
+    model: WhisperModel, tokenizer: Tokenizer, language: str | None, task: str, timestamps: bool
+) -> list[int]:
     """SOT, then for multilingual models the language and task tokens, then <|notimestamps|> when
-    decoding without timestamps. English-only models take SOT alone (OpenAI and whisper.cpp alike)."""
+    decoding without timestamps. English-only models take SOT alone (OpenAI and whisper.cpp alike).
+    ``language`` None leaves its token out: the backend chooses and feeds it (``decode_window``)."""
     c = model.config
     sequence = [c.sot]
     if c.multilingual:
-        if language not in tokenizer.language_tokens():
-            known = ", ".join(tokenizer.language_tokens())
-            raise ValueError(f"unknown language {language!r}; this model knows {known}")
-        sequence.append(tokenizer.special(f"<|{language}|>"))
+        if language is not None:
+            if language not in tokenizer.language_tokens():
+                known = ", ".join(tokenizer.language_tokens())
+                raise ValueError(f"unknown language {language!r}; this model knows {known}")
+            sequence.append(tokenizer.special(f"<|{language}|>"))
         sequence.append(c.translate if task == "translate" else c.transcribe)
     if not timestamps:
         sequence.append(c.no_timestamps)
@@ -98,16 +102,21 @@ def no_speech_token(tokenizer: Tokenizer) -> int | None:
     return None
 
 
-@functools.cache
 def language_rules(config: WhisperConfig, tokenizer: Tokenizer) -> WhisperRules:
     """Rules under which ``Ops.whisper_select`` picks the language whose token is likeliest (the
     first on ties, as an argmax over them): every other token is suppressed."""
-    languages = set(tokenizer.language_tokens().values())
+    return _rules_allowing_only(config, tokenizer.timestamp_begin, tuple(tokenizer.language_tokens().values()))
+
+
+@functools.cache
+def _rules_allowing_only(config: WhisperConfig, timestamp_begin: int, allowed: tuple[int, ...]) -> WhisperRules:
+    """Kept by value, not by tokenizer, so a model dropped doesn't stay alive in the cache."""
+    kept = set(allowed)
     return WhisperRules(
         n_vocab=config.n_vocab,
         eot=config.eot,
-        timestamp_begin=tokenizer.timestamp_begin,
-        suppress=tuple(t for t in range(config.n_vocab) if t not in languages),
+        timestamp_begin=timestamp_begin,
+        suppress=tuple(t for t in range(config.n_vocab) if t not in kept),
         begin_suppress=(),
         timestamps=False,
         max_initial_timestamp=0,
@@ -147,9 +156,7 @@ def decode_window(
         heard = logits if not prefix else model.prefill(model.decoder_session(encoder_output), [c.sot])
         logits = model.step_logits(state, ops.whisper_select(heard, detection))
         read_language = ops.read_whisper_selection_later(detection)
-        rest = sot_sequence(model, tokenizer, "en", task, timestamps)[2:]  # after SOT and the language
-    else:
-        rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
+    rest = sot_sequence(model, tokenizer, language, task, timestamps)[1:]
     if rest:
         logits = model.prefill(state, rest)
     max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed

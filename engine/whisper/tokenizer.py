@@ -203,7 +203,7 @@ class Tokenizer:
 
     def language_code(self, token_id: int) -> str:
         """The code of a language token ('en' for 50259 in multilingual models)."""
-        match = _LANGUAGE_TOKEN.fullmatch(self.token_text(token_id))
-        if match is None:
-            raise ValueError(f"token {token_id} is not a language token")
-        return match.group(1)
+        for code, language_id in self.language_tokens().items():
+            if language_id == token_id:
+                return code
+        raise ValueError(f"token {token_id} is not a language token")

@@ -204,20 +204,20 @@ class AttentionOps(GpuOpsBase):
         # A decoder step (one row, one workgroup per head) packs its K/V row itself, if its position
         # is read from the counter bound here too; otherwise the cache's pending row is packed first
         # and q stands in for the k and v that attend then doesn't read.
-        pending = cache.pending
-        packs = (pending is not None and tq == 1 and blocks == 1
-                 and self.counter_and_offset(pending[2])[0] is counter)
+        k, v, pos0 = cache.pending or (q, q, 0)
+        pack_counter, pack_offset = self.counter_and_offset(pos0)
+        packs = cache.pending is not None and tq == 1 and blocks == 1 and pack_counter is counter
         if not packs:
             self._pack_pending(cache)
-        k, v, pos0 = pending if packs else (q, q, 0)
+            k, v, pack_offset = q, q, 0
         cache.pending = None
         # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
         partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         self.run(
             "kv_cache.wgsl",
             [k.buffer, v.buffer, cache.buffer, counter, q.buffer, partials],
-            self._cache_params(cache, groups=heads * tq * blocks, pos0=self.counter_and_offset(pos0)[1], q=q, k=k,
-                               v=v, packs=int(packs), **common),
+            self._cache_params(cache, groups=heads * tq * blocks, pos0=pack_offset, q=q, k=k, v=v, packs=int(packs),
+                               **common),
             grid(heads * tq * blocks),
             entry="attend",
             HEAD_DIM=dh,
