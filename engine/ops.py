@@ -349,8 +349,8 @@ class Ops(abc.ABC):
     @abc.abstractmethod
     def columns(self, x: Tensor, start: int, stop: int) -> Tensor:
         """Columns ``start .. stop`` of x [T, N] without a copy: the q, k and v of one stacked
-        projection (``engine.layers.stacked_linear``). ``kv_pack`` and ``attend`` read them in place;
-        on the GPU no other method takes them."""
+        projection (``engine.layers.stacked_linear``). ``kv_pack`` and ``attend`` read them in place,
+        and ``read``/``read_later`` those of a tensor of one row; on the GPU no other method takes them."""
 
     @abc.abstractmethod
     def kv_pack(self, cache: Any, k: Tensor, v: Tensor, pos0: int | Position) -> None:

@@ -41,6 +41,31 @@ def test_read_later_gives_the_buffer_as_it_was_when_asked(gpu_ops):
     np.testing.assert_array_equal(first(), 1.0)
 
 
+def test_small_reads_map_for_writing_and_large_ones_for_reading(gpu_ops):
+    """Small reads come back through staging buffers mapped for writing (no MAP_READ buffer, whose
+    memory wgpu takes from a 64 MB pinned block), large ones through MAP_READ; both give the data."""
+    from engine.gpu.recorder import SMALL_READ, Recorder
+
+    assert gpu_ops.device.write_mapped_reads  # lavapipe and the H200 offer mappable-primary-buffers
+    recorder = Recorder(gpu_ops.device, gpu_ops.kernels)  # its own staging buffers
+    rng = np.random.default_rng(1)
+    for n in (1, 100, SMALL_READ // 4 - 4):  # the mark's 16 bytes come with each read
+        x = gpu_ops.tensor(rng.standard_normal(n).astype(np.float32))
+        assert recorder.read(x.buffer, x.nbytes) == gpu_ops.read(x).tobytes()
+    assert recorder._staging and all(for_writing for _, for_writing in recorder._staging)
+    x = gpu_ops.tensor(rng.standard_normal(SMALL_READ).astype(np.float32))
+    assert recorder.read(x.buffer, x.nbytes - 8, 8) == gpu_ops.read(x).tobytes()[8:]  # from byte 8 on
+    assert any(not for_writing for _, for_writing in recorder._staging)
+
+
+def test_columns_of_one_row_are_read_alone(gpu_ops):
+    x = np.arange(20, dtype=np.float32).reshape(1, 20)
+    tensor = gpu_ops.tensor(x)
+    np.testing.assert_array_equal(gpu_ops.read(gpu_ops.columns(tensor, 7, 10)), x[:, 7:10])
+    with pytest.raises(ValueError, match="one row"):
+        gpu_ops.read(gpu_ops.columns(gpu_ops.tensor(np.zeros((2, 4), np.float32)), 1, 2))
+
+
 def test_repeated_sequence_creates_no_new_bind_groups(gpu_ops):
     recorder = gpu_ops.recorder
     mark = gpu_ops.empty((4,), np.uint32)

@@ -21,8 +21,11 @@ ADAPTER_ENV = "SAYSO_ADAPTER"
 """Overrides the adapter choice: a substring of the adapter's name (``llvmpipe``, ``NVIDIA``) or its
 index in ``wgpu.gpu.enumerate_adapters_sync()``."""
 
-WANTED_FEATURES = ("shader-f16", "subgroup", "immediates", "timestamp-query", "pipeline-cache")
-"""Optional features the fast kernel tier can use; we ask for each one the adapter offers."""
+WANTED_FEATURES = ("shader-f16", "subgroup", "immediates", "timestamp-query", "pipeline-cache",
+                   "mappable-primary-buffers")
+"""Optional features we ask for where the adapter offers them: the fast kernel tier's, and
+wgpu-native's ``mappable-primary-buffers``, which lets a ``MAP_WRITE`` buffer be copied into, so that
+small reads need no ``MAP_READ`` buffer (``engine.gpu.recorder.SMALL_READ`` says why)."""
 
 
 class _ErrorTrap(logging.Handler):
@@ -119,6 +122,11 @@ class Device:
     def is_cpu(self) -> bool:
         """True for software adapters (lavapipe, llvmpipe, WARP): correct, but slower than numpy."""
         return self.info["adapter_type"].lower() == "cpu" or "llvmpipe" in self.info["device"].lower()
+
+    @property
+    def write_mapped_reads(self) -> bool:
+        """Whether a read-back may copy into a ``MAP_WRITE`` buffer and map that (``SMALL_READ``)."""
+        return "mappable-primary-buffers" in self.features
 
     @property
     def max_binding(self) -> int:

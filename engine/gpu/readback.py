@@ -9,6 +9,10 @@ wgpu-native's ``wgpuQueueSubmitForIndex``, the buffer is mapped with a callback 
 wait is ``wgpuDevicePoll`` on that one submission's index. The C calls are those wgpu-py makes
 (wgpu is pinned in pyproject.toml); the staging buffer's wgpu-py object never sees the mapping,
 which begins and ends here.
+
+A staging buffer is mapped for reading (``MAP_READ``) or, for small reads, for writing (see
+``Recorder.read_later``): the contents of a write mapping are the buffer's contents as the GPU left
+them, and such a buffer lives in memory that doesn't count as the process's own.
 """
 
 from __future__ import annotations
@@ -39,10 +43,12 @@ def _mapped(status, _message, key, _unused) -> None:
 
 
 class PendingRead:
-    """The first ``nbytes`` of ``staging`` once the submission ``index`` has run; ``result`` waits."""
+    """The first ``nbytes`` of ``staging`` once the submission ``index`` has run; ``result`` waits.
+    ``for_writing``: map it as a ``MAP_WRITE`` buffer is mapped (it has no ``MAP_READ``)."""
 
-    def __init__(self, device: wgpu.GPUDevice, staging: wgpu.GPUBuffer, nbytes: int, index: int) -> None:
-        self.device, self.staging, self.nbytes = device, staging, nbytes
+    def __init__(self, device: wgpu.GPUDevice, staging: wgpu.GPUBuffer, nbytes: int, index: int,
+                 for_writing: bool = False) -> None:
+        self.device, self.staging, self.nbytes, self.for_writing = device, staging, nbytes, for_writing
         self.index = ffi.new("WGPUSubmissionIndex *", index)
         self.key = next(_keys)
         _waiting.add(self.key)
@@ -51,7 +57,8 @@ class PendingRead:
             "callback": _mapped,
             "userdata1": ffi.cast("void *", self.key),
         })
-        lib.wgpuBufferMapAsync(staging._internal, lib.WGPUMapMode_Read, 0, nbytes, info[0])
+        mode = lib.WGPUMapMode_Write if for_writing else lib.WGPUMapMode_Read
+        lib.wgpuBufferMapAsync(staging._internal, mode, 0, nbytes, info[0])
 
     def result(self) -> bytes:
         """Wait for the mapping, copy the bytes out and unmap (once). Raises ``GpuError`` if the
@@ -64,7 +71,8 @@ class PendingRead:
         status = _statuses.pop(self.key, None)
         if status != lib.WGPUMapAsyncStatus_Success:
             raise GpuError(f"mapping a buffer for reading failed (status {status})")
-        pointer = lib.wgpuBufferGetConstMappedRange(self.staging._internal, 0, self.nbytes)
+        mapped_range = lib.wgpuBufferGetMappedRange if self.for_writing else lib.wgpuBufferGetConstMappedRange
+        pointer = mapped_range(self.staging._internal, 0, self.nbytes)
         data = bytes(ffi.buffer(pointer, self.nbytes))
         lib.wgpuBufferUnmap(self.staging._internal)
         return data

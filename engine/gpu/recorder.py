@@ -57,6 +57,17 @@ from engine.gpu.readback import PendingRead, submit_for_index
 SLOT = 256  # minUniformBufferOffsetAlignment on every adapter we target
 SLOTS = 4096  # dispatches per submission before the recorder submits on its own
 BIND_GROUPS = 4 * SLOTS  # cached bind groups; the oldest is dropped beyond this
+SMALL_READ = 4096
+"""Reads of at most this many bytes (the mark included) go through a write-mapped staging buffer
+where the device allows one (``Device.write_mapped_reads``), larger ones through ``MAP_READ``.
+
+Why: wgpu-native gives every ``MAP_READ`` buffer memory from a 64 MB block of pinned host memory
+that it keeps for the process's life (wgpu's ``MemoryHints::Performance``, which its C API can't
+change): the first read-back added 64 MB to the resident size (whisper-base on an H200: 304 MB at
+its peak, transcribe.cpp 180). A ``MAP_WRITE`` buffer gets memory the host sees and the GPU writes
+fast, on the H200 its own memory through the PCIe BAR, which is not the process's. Reading it back
+is slow per byte (H200: 64 B in 78 us, 4 KB in 145, 256 KB in 8.4 ms; ``MAP_READ`` 100-130 us for
+all three), so it serves the reads a decoder makes, a selection of tokens or one number."""
 INTEGER_TYPES = (bool, int, np.integer)
 
 
@@ -143,7 +154,7 @@ class Recorder:
         self._watched: dict[int, tuple[weakref.ref, list[tuple[int, ...]]]] = {}  # buffer id -> (ref, keys)
         self.serial = 0
         self.stats = {"dispatches": 0, "bind_groups_created": 0, "submissions": 0, "replayed": 0}
-        self._staging: dict[int, list[wgpu.GPUBuffer]] = {}  # size -> free staging buffers
+        self._staging: dict[tuple[int, bool], list[wgpu.GPUBuffer]] = {}  # (size, for writing) -> free ones
         self.timer: DispatchTimer | None = None
         self.limit = SLOTS  # dispatches per submission
         self.recording: Recording | None = None  # where ``dispatch`` notes what it records, if anywhere
@@ -289,24 +300,28 @@ class Recorder:
             self.timer.collect()
         self._begin()
 
-    def _staging_buffer(self, nbytes: int) -> wgpu.GPUBuffer:
-        """A mappable buffer of at least ``nbytes`` that no read in flight holds (``_give_back`` it)."""
+    def _staging_buffer(self, nbytes: int) -> tuple[wgpu.GPUBuffer, bool]:
+        """A mappable buffer of at least ``nbytes`` that no read in flight holds (``_give_back`` it),
+        and whether it is to be mapped for writing (see ``SMALL_READ``)."""
         size = max(256, 1 << (nbytes - 1).bit_length())
-        free = self._staging.setdefault(size, [])
+        for_writing = nbytes <= SMALL_READ and self.device.write_mapped_reads
+        free = self._staging.setdefault((size, for_writing), [])
         if free:
-            return free.pop()
-        return self.device.buffer(size, wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST, "staging")
+            return free.pop(), for_writing
+        usage = wgpu.BufferUsage.MAP_WRITE if for_writing else wgpu.BufferUsage.MAP_READ
+        return self.device.buffer(size, usage | wgpu.BufferUsage.COPY_DST, "staging"), for_writing
 
-    def _give_back(self, staging: wgpu.GPUBuffer) -> None:
-        self._staging[staging.size].append(staging)
+    def _give_back(self, staging: wgpu.GPUBuffer, for_writing: bool) -> None:
+        self._staging[(staging.size, for_writing)].append(staging)
 
-    def read(self, buffer: wgpu.GPUBuffer, nbytes: int) -> bytes:
-        """Submit pending work and return the first ``nbytes`` of ``buffer``, checking the mark."""
-        return self.read_later(buffer, nbytes)()
+    def read(self, buffer: wgpu.GPUBuffer, nbytes: int, start: int = 0) -> bytes:
+        """Submit pending work and return ``nbytes`` of ``buffer`` from byte ``start``, checking the mark."""
+        return self.read_later(buffer, nbytes, start)()
 
-    def read_later(self, buffer: wgpu.GPUBuffer, nbytes: int) -> Callable[[], bytes]:
-        """Submit pending work and a copy of ``buffer``'s first ``nbytes`` as they will be once it has
-        run; return a function that waits for the copy and gives its bytes, checking the mark.
+    def read_later(self, buffer: wgpu.GPUBuffer, nbytes: int, start: int = 0) -> Callable[[], bytes]:
+        """Submit pending work and a copy of ``nbytes`` of ``buffer`` from byte ``start`` (a multiple
+        of 4) as they will be once it has run; return a function that waits for the copy and gives
+        its bytes, checking the mark.
 
         The host can record (and submit) more work before calling it, which the GPU runs meanwhile:
         a decoder records its next batch of steps while the last one runs. The copy is taken in
@@ -315,14 +330,14 @@ class Recorder:
         self.submit()
         serial = self.serial
         padded = (nbytes + 3) // 4 * 4
-        staging = self._staging_buffer(padded + 16)
+        staging, for_writing = self._staging_buffer(padded + 16)
         try:
             encoder = self.device.device.create_command_encoder()
             if padded:
-                encoder.copy_buffer_to_buffer(buffer, 0, staging, 0, padded)
+                encoder.copy_buffer_to_buffer(buffer, start, staging, 0, padded)
             encoder.copy_buffer_to_buffer(self.mark, 0, staging, padded, 16)
             index = submit_for_index(self.device.queue, encoder.finish())
-            pending = PendingRead(self.device.device, staging, padded + 16, index)
+            pending = PendingRead(self.device.device, staging, padded + 16, index, for_writing)
         except Exception as error:  # noqa: BLE001 - these fail with several types on device loss
             self.device.check()
             raise self.device.failure("reading results back", error) from None
@@ -333,7 +348,7 @@ class Recorder:
             except Exception as error:  # noqa: BLE001 - mapping fails with several types on device loss
                 self.device.check()
                 raise self.device.failure("reading results back", error) from None
-            self._give_back(staging)
+            self._give_back(staging, for_writing)
             self.device.check()
             mark = int(np.frombuffer(data, np.uint32, 1, padded)[0])
             if mark != serial:

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.cpu.ops import log_softmax
 from engine.ops import WhisperRules
 from engine.transcript import Segment, Token
 from engine.whisper.model import DecoderState, WhisperConfig, WhisperModel
@@ -148,7 +147,12 @@ def decode_window(
     # detected, is chosen on the backend from them too and fed on as the next token.
     ops = model.ops
     logits = model.prefill(state, [*prefix, c.sot])
-    read_sot_logits = ops.read_later(logits)
+    # Of the SOT row only the no-speech token's probability is wanted: the backend computes the row's
+    # softmax and four bytes come back (a GPU reads a few bytes from memory it needn't pin for that).
+    nospeech = no_speech_token(tokenizer)
+    read_no_speech = None
+    if nospeech is not None:
+        read_no_speech = ops.read_later(ops.columns(ops.softmax(logits), nospeech, nospeech + 1))
     read_language = None
     if language is None:
         detection = ops.whisper_selection(language_rules(c, tokenizer), 1)
@@ -163,9 +167,7 @@ def decode_window(
     chosen, chosen_logprobs = sample_greedy(model, state, logits, logit_rules(c, tokenizer, timestamps), max_sampled)
     if read_language is not None:
         language = tokenizer.language_code(int(read_language()[0][0]))
-    sot_logits = read_sot_logits()[0]
-    nospeech = no_speech_token(tokenizer)
-    no_speech_prob = float(np.exp(log_softmax(sot_logits)[nospeech])) if nospeech is not None else 0.0
+    no_speech_prob = float(read_no_speech()[0, 0]) if read_no_speech is not None else 0.0
     n = len(chosen) - int(chosen[-1] == c.eot)  # EOT is no text, but its log-probability counts
     sampled = [int(t) for t in chosen[:n]]
     logprobs = [float(p) for p in chosen_logprobs[:n]]

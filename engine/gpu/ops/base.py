@@ -12,7 +12,7 @@ import wgpu
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels, known_pipelines_file
 from engine.gpu.recorder import Recorder, Replay
-from engine.gpu.tensors import BufferPool, GpuTensor, GpuWeight, upload_weight
+from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, upload_weight
 from engine.ops import Ops, Position, WeightSource
 
 
@@ -64,12 +64,18 @@ class GpuOpsBase(Ops):
             source.release()
         return weight
 
-    def read(self, x: GpuTensor) -> np.ndarray:
+    def read(self, x: GpuTensor | GpuColumns) -> np.ndarray:
         return self.read_later(x)()
 
-    def read_later(self, x: GpuTensor) -> Callable[[], np.ndarray]:
-        fetch = self.recorder.read_later(x.buffer, x.nbytes)
-        return lambda: np.frombuffer(fetch(), dtype=x.dtype).reshape(x.shape).copy()
+    def read_later(self, x: GpuTensor | GpuColumns) -> Callable[[], np.ndarray]:
+        if isinstance(x, GpuColumns):  # one row's columns lie together in its buffer
+            if x.shape[0] != 1:
+                raise ValueError(f"only one row's columns are read back, not {x.shape[0]} rows'")
+            tensor, start, nbytes = x.tensor, x.start * x.tensor.dtype.itemsize, x.width * x.tensor.dtype.itemsize
+        else:
+            tensor, start, nbytes = x, 0, x.nbytes
+        fetch = self.recorder.read_later(tensor.buffer, nbytes, start)
+        return lambda: np.frombuffer(fetch(), dtype=tensor.dtype).reshape(x.shape).copy()
 
     def flush(self) -> None:
         self.recorder.submit()
