@@ -49,14 +49,15 @@ class WeightSource:
     float32 ``[N, K]`` for F32, float16 ``[N, K]`` for F16, uint8 ``[N, K/32*34]`` for Q8_0 (each
     block of 32 values: one f16 scale then 32 int8). ``shape`` is the logical numpy shape,
     e.g. ``(N, K)``; convolution kernels are flattened to 2-D by the caller. ``release``, when
-    the data is a model file's pages: drops them from memory once a backend holds its own copy.
+    the data is a model file's pages: drops them from memory once a backend holds its own copy,
+    ``release()`` all of them, ``release(start, stop)`` those of rows start .. stop.
     """
 
     name: str
     ggml_type: str  # "F32" | "F16" | "Q8_0"
     shape: tuple[int, ...]
     data: np.ndarray
-    release: Callable[[], None] | None = None
+    release: Callable[..., None] | None = None
 
 
 @dataclass(eq=False)

@@ -254,3 +254,18 @@ def test_repeated_decoder_step_creates_no_new_bind_groups(gpu_ops):
     created = gpu_ops.recorder.stats["bind_groups_created"]
     np.testing.assert_array_equal(step(), first)
     assert gpu_ops.recorder.stats["bind_groups_created"] == created, "the pool handed out buffers in another order"
+
+
+@pytest.mark.parametrize("kind", ["F32", "F16", "Q8_0"])
+def test_a_weight_uploaded_a_few_rows_at_a_time_is_the_same_weight(gpu_ops, monkeypatch, kind):
+    """``upload_weight`` copies a chunk of rows at a time (``UPLOAD_CHUNK``); with chunks of a row or
+    two, a weight whose rows and columns both need padding gives the same product as in one piece."""
+    from engine.gpu import tensors
+
+    rng = np.random.default_rng(3)
+    k = 96 if kind == "Q8_0" else 100  # Q8_0 rows are whole blocks of 32; the others get padded
+    a = gpu_ops.tensor(rng.standard_normal((3, k)).astype(np.float32))
+    source = weight_source(rng.standard_normal((67, k)).astype(np.float32), kind)
+    whole = gpu_ops.read(gpu_ops.gemm(a, gpu_ops.weight(source)))
+    monkeypatch.setattr(tensors, "UPLOAD_CHUNK", 200)
+    np.testing.assert_array_equal(gpu_ops.read(gpu_ops.gemm(a, gpu_ops.weight(source))), whole)

@@ -44,19 +44,26 @@ _pool: ThreadPoolExecutor | None = None
 _blas: ThreadpoolController | None = None  # BLAS's own thread count, lowered while blocks run
 
 
+def blas_threads(limit: int):
+    """A context in which numpy's BLAS runs on at most ``limit`` threads (a process-wide setting)."""
+    global _blas
+    if _blas is None:
+        _blas = ThreadpoolController().select(user_api="blas")
+    return _blas.limit(limits=limit)
+
+
 def in_blocks(extent: int, work_size: int, work: Callable[[slice], None]) -> None:
     """Call ``work(block)`` for contiguous blocks of ``range(extent)`` covering it, one per core at
     once when ``work_size`` (the values written) is worth it, else once for the whole range."""
-    global _pool, _blas
+    global _pool
     blocks = min(_CORES, extent)
     if blocks < 2 or work_size < _PARALLEL_MIN:
         work(slice(0, extent))
         return
     if _pool is None:
         _pool = ThreadPoolExecutor(_CORES, thread_name_prefix="sayso-numpy")
-        _blas = ThreadpoolController().select(user_api="blas")
     edges = [extent * i // blocks for i in range(blocks + 1)]
-    with _blas.limit(limits=1):  # the blocks fill the cores: BLAS threads of their own would fight them
+    with blas_threads(1):  # the blocks fill the cores: BLAS threads of their own would fight them
         for done in [_pool.submit(work, slice(a, b)) for a, b in zip(edges, edges[1:])]:
             done.result()  # re-raises a block's exception here
 

@@ -109,8 +109,15 @@ class ModelFile:
             data = raw.view(_DTYPES[t.ggml_type]).reshape(shape)
         else:  # rows of blocks: [..., K / block * bytes per block]
             data = raw.reshape(*shape[:-1], -1)
-        release = partial(self._release, self._data_offset + t.offset, t.nbytes)
+        release = partial(self._release_rows, self._data_offset + t.offset, t.nbytes, shape[0] if shape else 1)
         return WeightSource(name=name, ggml_type=t.ggml_type, shape=shape, data=data, release=release)
+
+    def _release_rows(self, offset: int, nbytes: int, rows: int, start: int = 0, stop: int | None = None) -> None:
+        """``_release`` rows ``start .. stop`` (all of them by default) of a tensor of ``rows`` rows
+        at ``offset``: a backend that copies a large weight a few rows at a time lets each part go."""
+        row_bytes = nbytes // max(1, rows)
+        stop = rows if stop is None else min(stop, rows)
+        self._release(offset + start * row_bytes, (stop - start) * row_bytes)
 
     def _release(self, offset: int, nbytes: int) -> None:
         """Drop the whole pages of bytes offset .. offset+nbytes from this process's memory: a GPU
@@ -123,10 +130,13 @@ class ModelFile:
             self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def array(self, name: str) -> np.ndarray:
-        """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors)."""
+        """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors,
+        such as position tables, whose pages in the file then leave memory)."""
         source = self.tensor(name)
         values = dequantize(np.asarray(source.data), GGMLQuantizationType[source.ggml_type])
-        return np.array(values, dtype=np.float32).reshape(source.shape)
+        values = np.array(values, dtype=np.float32).reshape(source.shape)
+        source.release()
+        return values
 
     def __repr__(self) -> str:
         return f"ModelFile({str(self.path)!r}, {self.get('general.architecture')!r}, {len(self._tensors)} tensors)"

@@ -12,6 +12,7 @@ recognised by id (>= ``timestamp_begin``), never by looking them up in the list.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 try:  # The `regex` package knows Unicode classes (\p{L}, \p{N}); it comes with transformers.
     import regex as _regex
@@ -63,17 +64,28 @@ class Tokenizer:
         # Ids from here up are timestamps whether or not the list spells them out.
         self.timestamp_begin = notimestamps + 1 if notimestamps is not None else len(tokens)
         self._special_ids = frozenset(self._specials.values())
-        self._vocab = {text: i for i, text in enumerate(tokens[: self.timestamp_begin]) if i not in self._special_ids}
+        self._merges = merges
         self._bytes: dict[int, bytes] = {}  # a text token's bytes, filled as tokens are decoded (50k up front: 0.1 s)
-        self._ranks: dict[tuple[str, str], int] = {}
-        for rank, merge in enumerate(merges):
-            first, second = merge.split(" ")
-            self._ranks[(first, second)] = rank
-        self._restore_lost_merges()
         self._pattern = _regex.compile(GPT2_PATTERN) if _regex is not None else re.compile(GPT2_PATTERN_STDLIB)
         self._cache: dict[str, list[int]] = {}
 
-    def _restore_lost_merges(self) -> None:
+    @cached_property
+    def _vocab(self) -> dict[str, int]:
+        """Text token -> id, for encoding. Built on first use, as ``_ranks`` is: transcribing encodes
+        nothing unless there is a prompt, and the two took 16 MB and 50 ms of every load (whisper-base)."""
+        return {text: i for i, text in enumerate(self.tokens[: self.timestamp_begin]) if i not in self._special_ids}
+
+    @cached_property
+    def _ranks(self) -> dict[tuple[str, str], float]:
+        """(first, second) -> the merge's rank, lower merges first (see ``_restore_lost_merges``)."""
+        ranks: dict[tuple[str, str], float] = {}
+        for rank, merge in enumerate(self._merges):
+            first, second = merge.split(" ")
+            ranks[(first, second)] = rank
+        self._restore_lost_merges(ranks)
+        return ranks
+
+    def _restore_lost_merges(self, ranks: dict[tuple[str, str], float]) -> None:
         """Put back two-character merges that a file's merge list lost.
 
         Whisper's vocabulary is in merge order: token 256 + r is what merge r makes. Some published
@@ -81,10 +93,10 @@ class Tokenizer:
         it) lack merge 0, "Ġ t", so every word starting with " t" would encode letter by letter.
         A two-character token no merge makes gets its merge back at the rank its id implies.
         """
-        made = {first + second for first, second in self._ranks}
+        made = {first + second for first, second in ranks}
         for text, token_id in self._vocab.items():
             if token_id >= 256 and len(text) == 2 and text not in made:
-                self._ranks[(text[0], text[1])] = token_id - 256 - 0.5  # just before merge (id - 256)
+                ranks[(text[0], text[1])] = token_id - 256 - 0.5  # just before merge (id - 256)
 
     # --- encoding -------------------------------------------------------------------------------------
 
