@@ -66,6 +66,7 @@ class Engine:
             opened = background.submit(make_ops, device)
             vad_loaded = background.submit(self._load_vad, notify) if vad else None
             self.model_file = ModelFile(path)
+            families.family(self.model_file)  # its modules import while the device opens, too
             self.ops = opened.result()
             with self.ops.errors("loading the model"):
                 self.transcriber = families.load(self.model_file, self.ops)

@@ -31,8 +31,8 @@ FAMILIES = {
 """general.architecture -> package that loads it."""
 
 
-def load(model_file: ModelFile, ops: Ops):
-    """The family's transcriber for ``model_file`` on ``ops``; a clear error for families we lack."""
+def family(model_file: ModelFile):
+    """The package of ``model_file``'s family, imported; a clear error for families we lack."""
     architecture = str(model_file.get("general.architecture", ""))
     package = FAMILIES.get(architecture)
     if package is None:
@@ -42,7 +42,12 @@ def load(model_file: ModelFile, ops: Ops):
             f"holds a '{architecture or 'unknown'}' model, which this version of Sayso can't run",
             f"Supported families: {supported}.",
         )
-    return importlib.import_module(package).load(model_file, ops)
+    return importlib.import_module(package)
+
+
+def load(model_file: ModelFile, ops: Ops):
+    """The family's transcriber for ``model_file`` on ``ops``."""
+    return family(model_file).load(model_file, ops)
 
 
 def stream_hooks(transcriber) -> frozenset[str]:
