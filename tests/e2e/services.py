@@ -168,6 +168,9 @@ class Pulse:
             self.keeper.wait(timeout=10)
         if self.started:
             self.run("pulseaudio", "--kill")
+            # --kill only signals the daemon, which writes in its runtime folder until it is gone:
+            # removing the folder before then failed now and then ("Directory not empty").
+            _wait(lambda: self.run("pulseaudio", "--check").returncode != 0, 10, "PulseAudio to exit")
         if self.runtime_dir is not None:
             self.runtime_dir.cleanup()
 
