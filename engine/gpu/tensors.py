@@ -201,7 +201,8 @@ def _put_rows(device: Device, parts: list[tuple[np.ndarray, int, str]], n_pad: i
 
 
 def upload_weight(device: Device, source: WeightSource) -> GpuWeight:
-    """Upload a GGUF weight, keeping its type. Conv kernels arrive flattened to 2-D by the caller."""
+    """Upload a GGUF weight, keeping its type, and release its rows' pages in the file (``source.release``)
+    as they are sent. Conv kernels arrive flattened to 2-D by the caller."""
     if len(source.shape) != 2:
         raise ValueError(f"{source.name}: weights must be 2-D, got shape {source.shape}")
     n, k = source.shape

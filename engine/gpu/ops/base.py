@@ -59,10 +59,7 @@ class GpuOpsBase(Ops):
         return self._upload(np.ascontiguousarray(ids, dtype=np.uint32).reshape(-1))
 
     def weight(self, source: WeightSource) -> GpuWeight:
-        weight = upload_weight(self.device, source)  # write_buffer has copied the data
-        if source.release is not None:
-            source.release()
-        return weight
+        return upload_weight(self.device, source)  # which lets the file's pages go as it sends them
 
     def read(self, x: GpuTensor | GpuColumns) -> np.ndarray:
         return self.read_later(x)()
