@@ -46,8 +46,9 @@ def family(model_file: ModelFile):
 
 
 def load(model_file: ModelFile, ops: Ops):
-    """The family's transcriber for ``model_file`` on ``ops``."""
-    return family(model_file).load(model_file, ops)
+    """The family's transcriber for ``model_file`` on ``ops`` (its weights made in ``ops.loading()``)."""
+    with ops.loading():
+        return family(model_file).load(model_file, ops)
 
 
 def stream_hooks(transcriber) -> frozenset[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 
@@ -19,3 +20,10 @@ def write_text_atomically(path: Path, text: str) -> None:
     part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     part.write_text(text, encoding="utf-8")
     os.replace(part, path)
+
+
+def checksum(data: bytes) -> str:
+    """16 hex digits that change when ``data`` does, to name a cache file after what it was made
+    from. zlib's CRC-32 and Adler-32 rather than hashlib's SHA-256: hashlib loads OpenSSL (3 MB and
+    3 ms of every start) and these names need no defence against forgery."""
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"

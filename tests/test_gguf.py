@@ -19,6 +19,7 @@ from conftest import SHARED
 
 REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
 
+WORDS = ["Ġt", "he", "<|endoftext|>"]
 SMALL_METADATA = [
     Meta("general.name", "STRING", "small test model"),
     Meta("test.count", "UINT32", 7),
@@ -26,7 +27,7 @@ SMALL_METADATA = [
     Meta("test.big", "UINT64", 2**40),
     Meta("test.scale", "FLOAT32", 0.5),
     Meta("test.flag", "BOOL", True),
-    Meta("test.words", "ARRAY[STRING]", ["Ġt", "he", "<|endoftext|>"]),
+    Meta("test.words", "ARRAY[STRING]", WORDS),
     Meta("test.ids", "ARRAY[INT32]", [1, -2, 50256]),
 ]
 
@@ -246,6 +247,13 @@ def test_lying_lengths_in_the_header(tmp_path, small_file):
     array[words : words + 8] = struct.pack("<Q", 2**40)
     expect_model_file_error(write_bytes(tmp_path, "array.gguf", bytes(array)), "claims 1099511627776 strings")
 
+    for lie in (2**40, 2**63 - 1, 2**64 - 1):  # an item's length, each: past the end, past int64
+        for item in (0, 1, 2):
+            at = words + 8 + sum(8 + len(w.encode()) for w in WORDS[:item])
+            item_lie = bytearray(data)
+            item_lie[at : at + 8] = struct.pack("<Q", lie)
+            expect_model_file_error(write_bytes(tmp_path, "item.gguf", bytes(item_lie)), f"item {item} of array 'test.words'")
+
     ids = data.index(b"test.ids") + len(b"test.ids") + 4 + 4
     ints = bytearray(data)
     ints[ids : ids + 8] = struct.pack("<Q", 2**61)
@@ -254,6 +262,17 @@ def test_lying_lengths_in_the_header(tmp_path, small_file):
     vtype = bytearray(data)
     vtype[data.index(b"test.count") + len(b"test.count")] = 200
     expect_model_file_error(write_bytes(tmp_path, "vtype.gguf", bytes(vtype)), "unknown value type 200")
+
+
+def test_strings_that_are_utf8_only_when_joined_are_refused(tmp_path, small_file):
+    """A vocabulary is checked for UTF-8 in one decode of all its items joined (``StringArray``): an item
+    that ends inside a character, which the next one completes, must still be refused."""
+    data = small_file.read_bytes()
+    # "Ġt", "he" become b"\xc4\xa0\xc4", b"\xa0e": neither is UTF-8, but joined they spell "ĠĠe"
+    broken = data.replace("Ġt".encode() + struct.pack("<Q", 2) + b"he", b"\xc4\xa0\xc4" + struct.pack("<Q", 2) + b"\xa0e")
+    assert broken != data and (b"\xc4\xa0\xc4" + b"\xa0e").decode() == "ĠĠe"
+    error = expect_model_file_error(write_bytes(tmp_path, "split.gguf", broken), "UTF-8")
+    assert "item 0 of array 'test.words'" in error.problem
 
 
 def test_bad_tensor_infos(tmp_path, small_file):

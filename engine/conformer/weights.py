@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ModelFileError
+from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
 from engine.gguf.reader import ModelFile
 from engine.layers import Linear, optional_vector
 from engine.ops import Ops, WeightSource
 
 NATIVE_TYPES = ("F32", "F16", "Q8_0")
 """Weight types every backend keeps as they are (``Ops.weight``)."""
-Q8_0_BLOCK, Q8_0_BYTES = 32, 34  # values per Q8_0 block, bytes per block (f16 scale + 32 int8)
 
 
 def matrix_source(model_file: ModelFile, name: str) -> WeightSource:
@@ -48,7 +48,7 @@ def column_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
         data = np.ascontiguousarray(source.data[:, start:stop])
         return WeightSource(f"{source.name}[:, {start}:{stop}]", source.ggml_type, (n, stop - start), data)
     if start % Q8_0_BLOCK == 0 and stop % Q8_0_BLOCK == 0:
-        data = np.ascontiguousarray(source.data[:, start // Q8_0_BLOCK * Q8_0_BYTES : stop // Q8_0_BLOCK * Q8_0_BYTES])
+        data = np.ascontiguousarray(source.data[:, start // Q8_0_BLOCK * Q8_0_BLOCK_BYTES : stop // Q8_0_BLOCK * Q8_0_BLOCK_BYTES])
         return WeightSource(f"{source.name}[:, {start}:{stop}]", "Q8_0", (n, stop - start), data)
     values = np.ascontiguousarray(dequantized(source)[:, start:stop])
     return WeightSource(f"{source.name}[:, {start}:{stop}]", "F32", values.shape, values)

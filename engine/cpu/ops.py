@@ -26,7 +26,8 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from engine import onnx_graph
-from engine.cpu.q8_matmul import Q8_0_BLOCK, STEP_ROWS, Q8Weight, q8_0_blocks, q8_0_values
+from engine.cpu.q8_matmul import STEP_ROWS, Q8Weight, q8_0_blocks
+from engine.gguf.q8_0 import Q8_0_BLOCK, q8_0_values
 from engine.ops import Activation, Ops, Position, WeightSource, WhisperRules
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),

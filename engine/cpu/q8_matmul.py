@@ -24,10 +24,9 @@ import os
 import numpy as np
 
 from engine import onnx_graph
+from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_scales, q8_0_values
 from engine.ops import WeightSource
 
-Q8_0_BLOCK = 32  # values per Q8_0 block: one float16 scale, then 32 int8
-Q8_0_BLOCK_BYTES = 2 + Q8_0_BLOCK
 STEP_ROWS = 16  # products with at most this many rows (decoder steps, short prefills) run in int8
 # Weights of fewer values run on one thread: handing a 384 x 384 product to a second one (woken for
 # each call) took longer than the product itself.
@@ -40,16 +39,6 @@ def q8_0_blocks(source: WeightSource) -> np.ndarray:
     if k % Q8_0_BLOCK:
         raise ValueError(f"{source.name}: Q8_0 rows must be a multiple of 32 wide, got K={k}")
     return np.ascontiguousarray(source.data, dtype=np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
-
-
-def q8_0_scales(blocks: np.ndarray) -> np.ndarray:
-    """The float32 scales [..., K/32, 1] of blocks [..., K/32, 34]."""
-    return blocks[..., :2].copy().view(np.float16).astype(np.float32)
-
-
-def q8_0_values(blocks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The float32 values [..., K/32, 32] of blocks [..., K/32, 34]: int8 times scale, exact in float32."""
-    return np.multiply(blocks[..., 2:].view(np.int8), q8_0_scales(blocks), out=out)
 
 
 class Q8Weight:

@@ -1,6 +1,3 @@
-"""GGUF model files in transcribe.cpp's layout: ``ModelFile`` reads them, ``write_gguf`` writes them."""
-
-from engine.gguf.reader import ModelFile
-from engine.gguf.writer import Meta, TensorOut, write_gguf
-
-__all__ = ["Meta", "ModelFile", "TensorOut", "write_gguf"]
+"""GGUF model files in transcribe.cpp's layout: ``reader.ModelFile`` reads them, ``writer.write_gguf``
+writes them. Nothing is imported here: the engine reads files at every start, and only the converter
+writes them (with the ``gguf`` package, which the reader does without)."""

@@ -6,7 +6,13 @@ greedy on a real vocabulary (8 s and 170 MB of small numpy views for Whisper tin
 this walk is the only reader of the header: it checks each count before using it, refuses a bad file
 with one sentence that says where it is wrong, and builds the metadata values as it goes, costing each
 string and array before building it so that a header never takes more memory than the file can justify
-(its size plus ``HEADER_SLACK``).
+(its size plus ``HEADER_SLACK``). An array of strings (a vocabulary, its merges) is checked whole but
+kept as a ``StringArray`` that decodes an item when it is read: a transcription reads a few dozen of
+Whisper's 100 000 tokens and merges, which as Python strings took 7 MB and 30 ms of every load.
+
+The GGUF codes it needs are spelled out here (``ValueType``, ``TENSOR_TYPES``) rather than taken from
+the ``gguf`` package: importing that package (its tables, YAML, the writer) cost every start 25 ms and
+5 MB; the converter, which writes files, still uses it.
 
 GGUF v2/v3, little-endian (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md):
 ``"GGUF" u32 version, u64 n_tensors, u64 n_kv``, then n_kv ``(string key, u32 type, value)``,
@@ -19,35 +25,54 @@ from __future__ import annotations
 
 import mmap
 import struct
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
 
-SUPPORTED_TYPES = {
-    GGMLQuantizationType.F32: "F32",
-    GGMLQuantizationType.F16: "F16",
-    GGMLQuantizationType.Q8_0: "Q8_0",
-}
-"""The tensor types the engine's backends read (see ``engine.ops.WeightSource``)."""
+
+
+class ValueType(IntEnum):
+    """GGUF's metadata value types (``gguf_type`` in ggml's gguf.h)."""
+
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+TENSOR_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 8: ("Q8_0", 32, 34)}
+"""The ggml tensor types the engine's backends read (see ``engine.ops.WeightSource``): code -> (name,
+values per block, bytes per block)."""
 
 _SCALAR_FORMATS = {  # struct format of each scalar type (little-endian)
-    GGUFValueType.UINT8: "B",
-    GGUFValueType.INT8: "b",
-    GGUFValueType.BOOL: "?",
-    GGUFValueType.UINT16: "H",
-    GGUFValueType.INT16: "h",
-    GGUFValueType.UINT32: "I",
-    GGUFValueType.INT32: "i",
-    GGUFValueType.FLOAT32: "f",
-    GGUFValueType.UINT64: "Q",
-    GGUFValueType.INT64: "q",
-    GGUFValueType.FLOAT64: "d",
+    ValueType.UINT8: "B",
+    ValueType.INT8: "b",
+    ValueType.BOOL: "?",
+    ValueType.UINT16: "H",
+    ValueType.INT16: "h",
+    ValueType.UINT32: "I",
+    ValueType.INT32: "i",
+    ValueType.FLOAT32: "f",
+    ValueType.UINT64: "Q",
+    ValueType.INT64: "q",
+    ValueType.FLOAT64: "d",
 }
 _SCALAR_SIZES = {vtype: struct.calcsize(fmt) for vtype, fmt in _SCALAR_FORMATS.items()}
 
@@ -84,8 +109,8 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class Header:
-    """What the walk read. ``metadata`` maps each key, in file order, to str, int, float, bool, or a
-    list of those (arrays); ``types`` maps each key to its GGUF type (``"UINT32"``, ``"ARRAY[STRING]"``)."""
+    """What the walk read. ``metadata`` maps each key, in file order, to str, int, float, bool, a list
+    of numbers or a ``StringArray`` (arrays); ``types`` maps each key to its GGUF type (``"UINT32"``, ``"ARRAY[STRING]"``)."""
 
     version: int
     metadata: dict[str, object]
@@ -139,59 +164,127 @@ class _Cursor:
         except UnicodeDecodeError:
             raise HeaderError(f"{what} at byte {start} is not valid UTF-8 (corrupt header)") from None
 
-    def strings(self, count: int, key: str) -> list[str]:
-        """The ``count`` strings of array ``key``. A vocabulary has 50 000 to 250 000 of them, so the loop
-        builds no message per item: the item that fails is read again by ``string``, which says why."""
+    def strings(self, count: int, key: str) -> StringArray:
+        """The ``count`` strings of array ``key``, checked (lengths, memory, UTF-8) but not decoded. A
+        vocabulary has 50 000 to 250 000 of them, so the walk is as short a loop as can be: it checks
+        nothing per item beyond what ``unpack_from`` does (a length that runs past the file's end
+        makes the next read fail), and the checks that need every item run after it, on numpy
+        arrays. The item that fails is read again by ``string``, which says why."""
         if count * 8 > self.left():
             raise HeaderError(
                 f"array '{key}' claims {count} strings but only {self.left()} bytes of file remain "
                 "(the file is truncated or its header is corrupt)"
             )
+        # Charged as if every item were built: a reader of the array may well build them all.
         self.spend(count * _STRING_COST, f"array '{key}' of {count} strings")
-        buf, pos, end = self.buf, self.pos, len(self.buf)
+        buf, first, unpack = self.buf, self.pos, _U64.unpack_from
+        starts = array("q", [0]) * count  # where each item's bytes begin, after its length
+        pos = first
+        try:
+            for i in range(count):
+                pos += 8
+                starts[i] = pos
+                pos += unpack(buf, pos - 8)[0]
+            bad = count - 1 if pos > len(buf) else None  # the last item's bytes run past the end
+        except struct.error:  # item i's length lies (partly) past the end: its own fault, or the
+            bad = i if pos - 8 <= len(buf) else i - 1  # previous item's, whose bytes ran past it
+        except OverflowError:  # pos passed 2**63: the previous item's length lies
+            bad = i - 1
+        starts_array = np.frombuffer(starts, np.int64)
+        lengths = np.diff(starts_array, append=min(pos, len(buf)) + 8) - 8  # past a lie: not read
+        text = np.cumsum(lengths)  # bytes of the strings up to each item
         room = (self.limit - self.spent) // _STRING_BYTE_COST
-        text = 0  # bytes of the strings so far
-        items: list[str] = []
-        for i in range(count):
-            n = _U64.unpack_from(buf, pos)[0] if pos + 8 <= end else end
-            text += n
-            if pos + 8 + n > end or text > room:
-                break
-            try:
-                items.append(str(buf[pos + 8 : pos + 8 + n], "utf-8"))
-            except UnicodeDecodeError:
-                break
-            pos += 8 + n
-        else:
-            self.pos = pos
-            self.spend(_STRING_BYTE_COST * text, f"array '{key}'")
-            return items
-        self.pos = pos
-        self.spend(_STRING_BYTE_COST * (text - n), f"array '{key}'")
+        if bad is None and count and text[-1] > room:
+            bad = int(np.argmax(text > room))
+        if bad is None:
+            strings = StringArray(buf, starts_array, pos)
+            bad = strings.first_invalid(first)
+            if bad is None:
+                self.pos = pos
+                self.spend(_STRING_BYTE_COST * int(text[-1]) if count else 0, f"array '{key}'")
+                return strings
+        self.pos = starts[bad] - 8
+        self.spend(_STRING_BYTE_COST * int(text[bad - 1]) if bad else 0, f"array '{key}'")
         self.spent -= _STRING_COST  # ``string`` charges the item again
-        self.string(f"item {i} of array '{key}'")  # the item that stopped the loop: this raises
+        self.string(f"item {bad} of array '{key}'")  # this raises
         raise AssertionError("unreachable")
 
 
-def _value_type(code: int, key: str) -> GGUFValueType:
+class StringArray(Sequence[str]):
+    """A GGUF array of strings left in the file's mapping: an item is decoded when it is read (each
+    read builds a new ``str``). Equal to a list of the same strings. The header's walk has checked
+    every length and that every item is UTF-8 (``first_invalid``)."""
+
+    def __init__(self, buf: bytes | mmap.mmap, starts: np.ndarray, end: int):
+        self._buf = buf
+        self._starts = starts  # where each item's bytes begin: after its u64 length
+        self._ends = np.append(starts[1:] - 8, end).astype(np.int64) if len(starts) else starts
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return str(self._buf[self._starts[index] : self._ends[index]], "utf-8")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (StringArray, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # mutable-looking like the list it stands for
+
+    def __repr__(self) -> str:
+        return f"StringArray({len(self)} strings: {self[:3]!r}...)"
+
+    def first_invalid(self, first: int) -> int | None:
+        """The index of the first item that isn't UTF-8, or None. ``first``: where the array's first
+        length field is. All items' bytes are decoded at once, with the length fields left out, and
+        each non-empty item must start on a character (not on a continuation byte, 10xxxxxx): then
+        every item is whole UTF-8 exactly when the joined bytes are, since an item that ended inside
+        a character would need the next one to continue it. One decode instead of one per item."""
+        if not len(self):
+            return None
+        region = np.frombuffer(self._buf, np.uint8, int(self._ends[-1]) - first, first)
+        text = np.ones(len(region), bool)
+        fields = self._starts - 8 - first
+        for byte in range(8):  # the length fields' bytes
+            text[fields + byte] = False
+        try:
+            region[text].tobytes().decode("utf-8")
+            filled = self._ends > self._starts
+            if not np.any(region[self._starts[filled] - first] & 0xC0 == 0x80):
+                return None
+        except UnicodeDecodeError:
+            pass
+        for i in range(len(self)):  # a corrupt file: find the item, for the message
+            try:
+                self[i]
+            except UnicodeDecodeError:
+                return i
+        raise AssertionError("unreachable: an item that starts on a continuation byte isn't UTF-8")
+
+
+def _value_type(code: int, key: str) -> ValueType:
     try:
-        return GGUFValueType(code)
+        return ValueType(code)
     except ValueError:
         raise HeaderError(f"metadata key '{key}' has unknown value type {code} (corrupt header)") from None
 
 
-def _read_value(cur: _Cursor, vtype: GGUFValueType, key: str) -> tuple[object, str]:
+def _read_value(cur: _Cursor, vtype: ValueType, key: str) -> tuple[object, str]:
     """Read one value; returns it with its type name (``"ARRAY[INT32]"`` for an array of INT32)."""
-    if vtype == GGUFValueType.STRING:
+    if vtype == ValueType.STRING:
         return cur.string(f"string value of '{key}'"), vtype.name
-    if vtype != GGUFValueType.ARRAY:
+    if vtype != ValueType.ARRAY:
         return cur.unpack(_SCALAR_FORMATS[vtype], f"value of '{key}'"), vtype.name
     item_type = _value_type(cur.unpack("I", f"item type of array '{key}'"), key)
     count = cur.unpack("Q", f"length of array '{key}'")
     type_name = f"ARRAY[{item_type.name}]"
-    if item_type == GGUFValueType.ARRAY:
+    if item_type == ValueType.ARRAY:
         raise HeaderError(f"metadata key '{key}' is an array of arrays, which no model file uses")
-    if item_type == GGUFValueType.STRING:
+    if item_type == ValueType.STRING:
         return cur.strings(count, key), type_name
     start = cur.pos
     cur.skip(count * _SCALAR_SIZES[item_type], f"{count} items of array '{key}'")
@@ -209,27 +302,33 @@ def _tensor_info(cur: _Cursor, index: int) -> TensorInfo:
     ne = tuple(cur.unpack("Q", f"dimension {d} of tensor '{name}'") for d in range(n_dims))
     code = cur.unpack("I", f"type of tensor '{name}'")
     offset = cur.unpack("Q", f"data offset of tensor '{name}'")
-    try:
-        qtype = GGMLQuantizationType(code)
-    except ValueError:
-        raise HeaderError(f"tensor '{name}' has unknown ggml type id {code} (corrupt header)") from None
-    if qtype not in SUPPORTED_TYPES:
-        raise HeaderError(
-            f"tensor '{name}' is of type {qtype.name}, which Sayso can't read (only F32, F16 and Q8_0); "
-            "convert or quantize the model to Q8_0 or F16"
-        )
+    if code not in TENSOR_TYPES:
+        raise HeaderError(_unreadable_type(name, code))
+    type_name, block, block_bytes = TENSOR_TYPES[code]
     if any(n == 0 for n in ne):
         raise HeaderError(f"tensor '{name}' has an empty dimension {list(ne)} (corrupt header)")
-    block, block_bytes = GGML_QUANT_SIZES[qtype]
     if ne[0] % block:
         raise HeaderError(
-            f"tensor '{name}' of type {qtype.name} has a row of {ne[0]} values, not a multiple of its "
+            f"tensor '{name}' of type {type_name} has a row of {ne[0]} values, not a multiple of its "
             f"block size {block} (corrupt header)"
         )
     n_elements = 1
     for n in ne:
         n_elements *= n
-    return TensorInfo(name, ne, SUPPORTED_TYPES[qtype], offset, n_elements // block * block_bytes)
+    return TensorInfo(name, ne, type_name, offset, n_elements // block * block_bytes)
+
+
+def _unreadable_type(name: str, code: int) -> str:
+    """Why tensor ``name`` of ggml type ``code`` can't be read. The ``gguf`` package, imported only
+    here, names the types that exist (a K-quant, Q4_0) apart from codes that are corrupt."""
+    from gguf import GGMLQuantizationType
+
+    try:
+        type_name = GGMLQuantizationType(code).name
+    except ValueError:
+        return f"tensor '{name}' has unknown ggml type id {code} (corrupt header)"
+    return (f"tensor '{name}' is of type {type_name}, which Sayso can't read (only F32, F16 and Q8_0); "
+            "convert or quantize the model to Q8_0 or F16")
 
 
 def read_header(buf: bytes | mmap.mmap) -> Header:

@@ -14,11 +14,10 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType
-from gguf.quants import dequantize
 
 from engine.errors import ModelFileError
 from engine.gguf.header import HeaderError, TensorInfo, read_header
+from engine.gguf.q8_0 import Q8_0_BLOCK_BYTES, q8_0_values
 from engine.ops import WeightSource
 
 _DTYPES = {"F32": np.float32, "F16": np.float16}
@@ -28,9 +27,9 @@ _DTYPES = {"F32": np.float32, "F16": np.float16}
 class ModelFile:
     """A GGUF model file, validated and memory-mapped.
 
-    ``metadata`` maps each key, in file order, to a Python value: str, int, float, bool, or a list
-    of those for arrays (the tokenizer's tokens and merges are lists of str). ``names`` lists the
-    tensors in file order.
+    ``metadata`` maps each key, in file order, to a Python value: str, int, float, bool, a list of
+    numbers, or for an array of strings (the tokenizer's tokens and merges) a ``StringArray``, which
+    reads like a list. ``names`` lists the tensors in file order.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -133,7 +132,9 @@ class ModelFile:
         """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors,
         such as position tables, whose pages in the file then leave memory)."""
         source = self.tensor(name)
-        values = dequantize(np.asarray(source.data), GGMLQuantizationType[source.ggml_type])
+        values = source.data
+        if source.ggml_type == "Q8_0":
+            values = q8_0_values(np.asarray(values).reshape(-1, Q8_0_BLOCK_BYTES))
         values = np.array(values, dtype=np.float32).reshape(source.shape)
         source.release()
         return values

@@ -17,6 +17,8 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
+from engine.gguf.header import StringArray
+
 
 @dataclass(frozen=True)
 class Meta:
@@ -61,12 +63,13 @@ def _parse_type(name: str) -> tuple[GGUFValueType, GGUFValueType | None]:
 
 
 def _plain(value: object) -> object:
-    """numpy scalars and arrays as Python values, which is what GGUFWriter packs."""
+    """numpy scalars and arrays, and a read file's ``StringArray``, as Python values, which is what
+    GGUFWriter packs."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, StringArray)):
         return [_plain(v) for v in value]
     return value
 

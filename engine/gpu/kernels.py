@@ -15,7 +15,6 @@ again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ from pathlib import Path
 import wgpu
 
 from engine.errors import GpuError
-from engine.files import write_text_atomically
+from engine.files import checksum, write_text_atomically
 from engine.gpu.device import Device
 
 SHADERS_ENV = "SAYSO_SHADERS"
@@ -46,11 +45,9 @@ def shaders_dir() -> Path:
 def known_pipelines_file(device: Device, folder: Path) -> Path:
     """``folder/<adapter>-<hash of the shaders>.json``: a list that only this adapter and this
     version of the WGSL read, so a listed pipeline always still exists and compiles."""
-    digest = hashlib.sha256()
-    for path in sorted(shaders_dir().glob("*.wgsl")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    shaders = b"".join(path.name.encode() + b"\0" + path.read_bytes() for path in sorted(shaders_dir().glob("*.wgsl")))
     adapter = re.sub(r"[^A-Za-z0-9]+", "-", device.info["device"]).strip("-").lower()
-    return folder / f"{adapter}-{digest.hexdigest()[:16]}.json"
+    return folder / f"{adapter}-{checksum(shaders)}.json"
 
 
 class Kernels:

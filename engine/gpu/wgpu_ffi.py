@@ -9,7 +9,7 @@ strings before the first transcription. cffi's out-of-line ABI mode does the par
 reads without any parser, and it resolves type strings in C.
 
 ``import_backend`` imports wgpu's native backend with such an FFI. The compiled module is written to
-the cache on the first start (named by the header's hash, so another wgpu version compiles its own)
+the cache on the first start (named by the header's checksum, so another wgpu version compiles its own)
 and loaded on every later one. wgpu-py makes its FFI as ``FFI(); ffi.cdef(header);
 ffi.set_source(...)``, so for the time of that import ``cffi.FFI`` hands out the compiled FFI,
 whose ``cdef`` and ``set_source`` have nothing left to do. This leans on how wgpu-py's ``_ffi``
@@ -20,7 +20,6 @@ runs on the compiled FFI.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import io
 import logging
@@ -31,7 +30,7 @@ from pathlib import Path
 import _cffi_backend
 import cffi
 
-from engine.files import write_text_atomically
+from engine.files import checksum, write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +75,14 @@ def compiled_ffi(cache: Path) -> CompiledFFI:
     (also when the file there can't be loaded: a damaged cache is made again, not kept)."""
     from wgpu._coreutils import get_header_filename
 
-    header = Path(get_header_filename("combined_header.h")).read_text()
-    module = cache / f"wgpu_ffi_{hashlib.sha256(header.encode()).hexdigest()[:16]}.py"
+    header = Path(get_header_filename("combined_header.h")).read_bytes()
+    module = cache / f"wgpu_ffi_{checksum(header)}.py"
     if module.exists():
         try:
             return _load(module)
         except Exception as error:  # noqa: BLE001 - whatever is wrong with it, a new one replaces it
             log.warning("Compiling wgpu's C declarations again: %s is unusable (%s).", module, error)
-    write_text_atomically(module, _compile(header))
+    write_text_atomically(module, _compile(header.decode()))
     return _load(module)
 
 

@@ -12,6 +12,7 @@ recognised by id (>= ``timestamp_begin``), never by looking them up in the list.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import cached_property
 
 try:  # The `regex` package knows Unicode classes (\p{L}, \p{N}); it comes with transformers.
@@ -53,13 +54,15 @@ def bytes_to_unicode() -> dict[int, str]:
 class Tokenizer:
     """Encode text to Whisper token ids and decode ids back to text."""
 
-    def __init__(self, tokens: list[str], merges: list[str], token_types: list[int]):
+    def __init__(self, tokens: Sequence[str], merges: Sequence[str], token_types: Sequence[int]):
+        """``tokens`` and ``merges`` are read as they are needed, not copied: the model file's
+        ``StringArray`` decodes an item when it is read, and decoding reads a few dozen tokens."""
         if len(tokens) != len(token_types):
             raise ValueError(f"{len(tokens)} tokens but {len(token_types)} token types")
-        self.tokens = list(tokens)
+        self.tokens = tokens
         self._byte_encoder = bytes_to_unicode()
         self._byte_decoder = {c: b for b, c in self._byte_encoder.items()}
-        self._specials = {t: i for i, (t, kind) in enumerate(zip(tokens, token_types)) if kind == CONTROL_TOKEN_TYPE}
+        self._specials = {tokens[i]: i for i, kind in enumerate(token_types) if kind == CONTROL_TOKEN_TYPE}
         notimestamps = self._specials.get("<|notimestamps|>")
         # Ids from here up are timestamps whether or not the list spells them out.
         self.timestamp_begin = notimestamps + 1 if notimestamps is not None else len(tokens)

@@ -12,7 +12,7 @@ import wgpu
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels, known_pipelines_file
 from engine.gpu.recorder import Recorder, Replay
-from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, upload_weight
+from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, upload_scratch, upload_weight
 from engine.ops import Ops, Position, WeightSource
 
 
@@ -31,6 +31,7 @@ class GpuOpsBase(Ops):
         self.kernels = Kernels(self.device, known)
         self.recorder = Recorder(self.device, self.kernels)
         self.pool = BufferPool(self.device)
+        self._upload_scratch: np.ndarray | None = None  # while ``loading``
         # The counter bound where a kernel takes an int position: a zero that nothing advances.
         self.zero_counter = self.device.buffer(16, label="zero-position")
 
@@ -58,8 +59,17 @@ class GpuOpsBase(Ops):
     def ids(self, ids: np.ndarray) -> GpuTensor:
         return self._upload(np.ascontiguousarray(ids, dtype=np.uint32).reshape(-1))
 
+    @contextmanager
+    def loading(self):
+        self._upload_scratch = upload_scratch()
+        try:
+            yield
+        finally:
+            self._upload_scratch = None
+
     def weight(self, source: WeightSource) -> GpuWeight:
-        return upload_weight(self.device, source)  # which lets the file's pages go as it sends them
+        # which lets the file's pages go as it sends them
+        return upload_weight(self.device, source, self._upload_scratch)
 
     def read(self, x: GpuTensor | GpuColumns) -> np.ndarray:
         return self.read_later(x)()
