@@ -9,7 +9,7 @@ from transformers.audio_utils import mel_filter_bank
 
 from conftest import AUDIO, REFERENCE_GGUF
 from engine.audio import load_audio
-from engine.whisper.frontend import N_FRAMES, N_SAMPLES, log_mel, pad_or_trim
+from engine.whisper.frontend import N_FRAMES, N_SAMPLES, log_mel, pad_or_trim, reflect_padded
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,11 @@ def test_lengths(frontend_tensors):
     assert log_mel(np.zeros(16000, np.float32) + 0.1, filterbank, window).shape == (80, 100)
     assert log_mel(np.zeros(100, np.float32), filterbank, window).shape == (80, 0)
     assert log_mel(np.zeros(100, np.float32), filterbank, window, n_frames=7).shape == (80, 7)
+
+
+@pytest.mark.parametrize("n, length, half", [(1000, 1500, 200), (500, 201, 200), (3000, 3000, 200), (0, 300, 200), (10, 1000, 5)])
+def test_reflect_padding_is_numpys(n, length, half):
+    audio = np.random.default_rng(n).standard_normal(n).astype(np.float32)[:length]
+    silence_after = np.zeros(length)
+    silence_after[: len(audio)] = audio
+    np.testing.assert_array_equal(reflect_padded(audio, length, half), np.pad(silence_after, half, mode="reflect"))

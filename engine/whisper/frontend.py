@@ -5,8 +5,8 @@ the model file (GGUF tensors ``frontend.window`` and ``frontend.mel_filterbank``
 ones the model was trained on bit for bit in layout and within float rounding in value.
 
 Every frame is computed on its own: one FFT row, then the mel filters as sums over each filter's few
-non-zero bins (``np.add.reduceat``, a plain left-to-right sum per row), not as a BLAS product, whose
-order of additions depends on the shape of the matrices. So a frame's value never depends on how many
+non-zero bins (at most 14 of 201, summed in order), not as a BLAS product, whose order of additions
+depends on the shape of the matrices. So a frame's value never depends on how many
 frames were computed with it, which is what lets ``LogMel`` keep the frames of audio that is still
 growing (a dictation being spoken) and still give, for the whole utterance, exactly the features of
 one call on all of it.
@@ -33,6 +33,17 @@ def pad_or_trim(pcm: np.ndarray, n_samples: int = N_SAMPLES) -> np.ndarray:
     return np.pad(pcm, (0, n_samples - pcm.shape[0]))
 
 
+def reflect_padded(audio: np.ndarray, length: int, half: int) -> np.ndarray:
+    """``audio`` followed by zeros to ``length`` samples, then reflected ``half`` samples at each end
+    as ``np.pad(..., half, mode="reflect")`` does (``half < length``), in float64. Written out: np.pad
+    took 0.9 ms of jfk.wav's 6 ms log-mel."""
+    padded = np.zeros(length + 2 * half)
+    padded[half : half + len(audio)] = audio
+    padded[:half] = padded[2 * half : half : -1]  # padded[i] = audio[half - i]
+    padded[half + length :] = padded[half + length - 2 : length - 2 : -1]  # audio[length - 2 - i]
+    return padded
+
+
 class LogMel:
     """Whisper's normalised log-mel features of audio that may be growing at its end.
 
@@ -47,9 +58,17 @@ class LogMel:
     def __init__(self, filterbank: np.ndarray, window: np.ndarray):
         self.n_mels = filterbank.shape[0]
         self.window = window.astype(np.float64)  # [n_fft]
-        rows, self._bins = np.nonzero(filterbank)  # row-major: each filter's bins together, in order
-        self._weights = filterbank[rows, self._bins].astype(np.float64)
-        self._filters, self._starts = np.unique(rows, return_index=True)  # filters with a non-zero bin
+        # Each filter's non-zero bins as taps: tap j of filter f is bin ``_tap_bins[j, f]`` with weight
+        # ``_tap_weights[j, f]``; a filter with fewer bins has taps of weight 0 (bin 0), which add
+        # exactly nothing. Summed tap by tap, for all filters at once: 1.6 ms for jfk.wav's 1102
+        # frames where np.add.reduceat over the bins took 4.8.
+        rows, bins = np.nonzero(filterbank)  # row-major: each filter's bins together, in order
+        widths = np.bincount(rows, minlength=self.n_mels)
+        tap = np.arange(len(rows)) - np.repeat(np.cumsum(widths) - widths, widths)  # index within its filter
+        self._tap_bins = np.zeros((max(1, widths.max(initial=0)), self.n_mels), np.intp)
+        self._tap_weights = np.zeros(self._tap_bins.shape)
+        self._tap_bins[tap, rows] = bins
+        self._tap_weights[tap, rows] = filterbank[rows, bins]
         self._frames = np.zeros((0, self.n_mels))  # mel power of the final frames so far [F, n_mels]
 
     def __call__(self, pcm: np.ndarray, n_frames: int | None = None) -> np.ndarray:
@@ -70,9 +89,7 @@ class LogMel:
         # The samples frames before ``silent`` read (with at least the half that frame 0 reflects),
         # the padding's zeros included; past them, reflecting the end as torch.stft does can't matter.
         needed = min(samples, max((silent - 1) * HOP_LENGTH + half, half + 1))
-        audio = np.zeros(needed)
-        audio[: min(real, needed)] = pcm[: min(real, needed)]
-        padded = np.pad(audio, half, mode="reflect")  # centred frames, as torch.stft
+        padded = reflect_padded(pcm[: min(real, needed)], needed, half)  # centred frames, as torch.stft
         fresh = self._mel_power(padded, kept, silent)
         if final > len(self._frames):
             self._frames = np.concatenate([self._frames, fresh[: final - kept]])
@@ -92,7 +109,7 @@ class LogMel:
         GIL in each step); a frame's value doesn't depend on its block.
         """
         n_fft = self.window.shape[0]
-        mel = np.zeros((max(0, end - first), self.n_mels))  # filters with no bin in range stay silent
+        mel = np.empty((max(0, end - first), self.n_mels))
         if end <= first:
             return mel
         segment = padded[first * HOP_LENGTH : (end - 1) * HOP_LENGTH + n_fft]
@@ -101,11 +118,10 @@ class LogMel:
         def block(rows: slice) -> None:
             spectrum = np.fft.rfft(frames[rows] * self.window, axis=-1)
             power = spectrum.real**2 + spectrum.imag**2  # [frames, n_fft // 2 + 1]
-            sums = np.add.reduceat(power[:, self._bins] * self._weights, self._starts, axis=1)
-            if len(self._filters) == self.n_mels:
-                mel[rows] = sums
-            else:
-                mel[rows, self._filters] = sums
+            out = mel[rows]
+            np.multiply(power[:, self._tap_bins[0]], self._tap_weights[0], out=out)
+            for bins, weights in zip(self._tap_bins[1:], self._tap_weights[1:]):
+                out += power[:, bins] * weights
 
         in_blocks(len(mel), mel.size, block)
         return mel
