@@ -8,9 +8,10 @@ transcribe.cpp's CPU build does (the vocabulary projection: 1.4 ms instead of 3.
 float32 GEMV). numpy has no int8 matrix product, hence the library; it is already a dependency (the
 Moonshine converter reads ORT files).
 
-An encoder multiplies the same kind of weight by 1500 rows, where BLAS on float32 is faster than the
-int8 kernel (8.6 against 9.6 ms for 1500 x 384 x 1536): the first product with more than
-``STEP_ROWS`` rows keeps a float32 copy (``dense``) for them. Decoder weights never get one.
+An encoder multiplies the same kind of weight by 1500 rows, where a float32 product is faster than the
+int8 kernel (OpenBLAS 8.6 against 9.6 ms for 1500 x 384 x 1536; ONNX Runtime's float32 ``Gemm``,
+which ``NumpyOps`` uses for them, 3.7): the first product with more than ``STEP_ROWS`` rows keeps a
+float32 copy (``dense``) for them. Decoder weights never get one.
 
 The session is one ``MatMulNBits`` node (``engine.onnx_graph``) given the blocks' int8 values and
 scales as they are in the file. Embedding lookups read a few rows of a token table (``rows``),
