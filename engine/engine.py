@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import audio, families, models
-from engine.backend import DeviceChoice, make_ops
+from engine.backend import DeviceChoice, import_gpu_backend, make_ops
 from engine.cpu.ops import blas_threads
 from engine.silero import SileroModel
 from engine.vad import PAUSE_SECONDS, Vad
@@ -60,8 +60,10 @@ class Engine:
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
         # The backend opens and Silero's weights load on threads of their own while this one reads
-        # the model file's header: wgpu-native creates the GPU device (150-230 ms on an H200 host,
+        # the model file's header: wgpu-native creates the GPU device (160-230 ms on an H200 host,
         # most of it the Vulkan driver's start) without holding the GIL, as it uploads weights after.
+        # wgpu's modules are imported first, here (``import_gpu_backend``).
+        import_gpu_backend(device)
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-load") as background:
             opened = background.submit(make_ops, device)
             vad_loaded = background.submit(self._load_vad, notify) if vad else None
