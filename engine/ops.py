@@ -33,8 +33,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-Activation = Literal["none", "gelu", "silu", "relu", "tanh"]
-"""The elementwise function applied to ``a·Wᵀ + b`` in ``gemm``/``gemv``. GELU is the exact erf form."""
+Activation = Literal["none", "gelu", "silu", "relu", "tanh", "square"]
+"""The elementwise function applied to ``a·Wᵀ + b`` in ``gemm``/``gemv``. GELU is the exact erf form;
+``square`` is x², a spectrum's power (``engine.whisper.frontend.BackendLogMel``)."""
 
 Tensor = Any
 """A backend's activation tensor: ``np.ndarray`` on the CPU backend, ``GpuTensor`` on the GPU one.
@@ -116,6 +117,11 @@ class Ops(abc.ABC):
     folds_row_norms: bool = False
     """Whether ``gemv`` with ``norm`` saves work over ``layer_norm`` then ``gemv`` (a GPU: a dispatch);
     ``engine.layers.layer_norm`` leaves a decoder step's norms to the products only then."""
+
+    features_on_backend: bool = False
+    """Whether a family computes its frontend's features with these ops rather than in numpy (a GPU:
+    no upload of the features, and the CPU is not the one step the GPU waits for). Whisper's log-mel
+    (``engine.whisper.frontend.BackendLogMel``) does."""
 
     decode_steps_per_read: int = 1
     """Decoder steps to record between read-backs of a ``whisper_selection``
@@ -238,6 +244,13 @@ class Ops(abc.ABC):
     @abc.abstractmethod
     def softmax(self, x: Tensor) -> Tensor:
         """Softmax of each row of x: [M, N] over N."""
+
+    @abc.abstractmethod
+    def whisper_log_mel(self, mel: Tensor, frames: int) -> Tensor:
+        """Whisper's normalised log-mel [frames, n_mels] from the mel power of its first rows, mel:
+        [F <= frames, n_mels] (the frames with sound; the rest are silence, power 0): ``v =
+        log10(max(mel, 1e-10))``, each value clamped to at least ``top - 8``, then ``(v + 4) / 4``,
+        where ``top`` is the largest v, and at least -10 (silence's v) when F < frames."""
 
     @abc.abstractmethod
     def glu(self, x: Tensor) -> Tensor:

@@ -4,7 +4,7 @@
 // `gemv` (one input row: the decoder's case, memory bound). Override constants pick the variant,
 // so the compiler drops the branches a pipeline does not use:
 //   WTYPE         0 F32, 1 F16, 2 Q8_0 (engine/gpu/tensors.py: GpuWeight's layouts)
-//   ACT           0 none, 1 GELU (erf), 2 SiLU, 3 ReLU, 4 tanh
+//   ACT           0 none, 1 GELU (erf), 2 SiLU, 3 ReLU, 4 tanh, 5 square
 //   HAS_BIAS      read `bias` [N]
 //   HAS_RESIDUAL  read `residual` [M, N] and scale by alpha
 //   NORM          gemv only: 0 none, 1 LayerNorm of the row with `norm_w` and `norm_b` first, 2 the
@@ -102,6 +102,7 @@ fn activate(x: f32) -> f32 {
         // tanh is exactly ±1 in f32 past |x| = 9; clamping keeps drivers that compute it through
         // exp from overflowing to NaN.
         case 4u: { return tanh(clamp(x, -9.0, 9.0)); }
+        case 5u: { return x * x; }
         default: { return x; }
     }
 }

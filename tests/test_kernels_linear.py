@@ -17,7 +17,7 @@ from engine.ops import RowNorm, WeightSource
 
 pytestmark = pytest.mark.gpu
 
-ACTIVATIONS = ["none", "gelu", "silu", "relu", "tanh"]
+ACTIVATIONS = ["none", "gelu", "silu", "relu", "tanh", "square"]
 KINDS = ["F32", "F16", "Q8_0"]
 # (M, N, K) off the tiles in every direction; Q8_0 rows are whole 32-value blocks.
 SHAPES = {
@@ -106,6 +106,8 @@ def exact_activation(x: np.ndarray, act: str) -> np.ndarray:
         return np.maximum(x, 0.0)
     if act == "tanh":
         return np.tanh(x)
+    if act == "square":
+        return x * x
     return x
 
 

@@ -171,6 +171,8 @@ def apply_activation(x: np.ndarray, act: Activation) -> np.ndarray:
         np.maximum(x, 0.0, out=x)
     elif act == "tanh":
         np.tanh(x, out=x)
+    elif act == "square":
+        np.multiply(x, x, out=x)
     elif act != "none":
         raise ValueError(f"unknown activation {act!r}")
     return x
@@ -387,6 +389,15 @@ class NumpyOps(Ops):
 
         in_blocks(x.shape[0], x.size, block)
         return y
+
+    def whisper_log_mel(self, mel, frames):
+        rows, n_mels = mel.shape
+        log = np.log10(np.maximum(mel, np.float32(1e-10)))
+        top = max(float(log.max(initial=-np.inf)), -10.0 if rows < frames else -np.inf)
+        out = np.empty((frames, n_mels), np.float32)
+        out[:rows] = (np.maximum(log, np.float32(top - 8.0)) + 4.0) / 4.0
+        out[rows:] = (max(-10.0, top - 8.0) + 4.0) / 4.0
+        return out
 
     def glu(self, x):
         d = x.shape[1] // 2

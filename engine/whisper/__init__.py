@@ -8,7 +8,7 @@ from engine.gguf.reader import ModelFile
 from engine.ops import Ops
 from engine.transcript import Segment
 from engine.whisper.decode import WINDOW_SECONDS, transcribe_window
-from engine.whisper.frontend import LogMel
+from engine.whisper.frontend import BackendLogMel, LogMel
 from engine.whisper.model import WhisperModel
 from engine.whisper.tokenizer import Tokenizer
 
@@ -31,15 +31,17 @@ class WhisperTranscriber:
         self.filterbank = model_file.array("frontend.mel_filterbank")
         self.window = model_file.array("frontend.window")
         self.multilingual = bool(model_file.get("stt.capability.lang_detect", False))
+        self.backend_features = BackendLogMel(ops, self.filterbank, self.window) if ops.features_on_backend else None
 
-    def features(self) -> LogMel:
+    def features(self) -> LogMel | BackendLogMel:
         """A keeper of log-mel frames for audio that grows at its end (a dictation being spoken), to pass
-        as ``transcribe(..., features=)`` each time the audio so far is transcribed."""
-        return LogMel(self.filterbank, self.window)
+        as ``transcribe(..., features=)`` each time the audio so far is transcribed. A backend that
+        computes the features itself keeps none: every call gets its one ``BackendLogMel``."""
+        return self.backend_features or LogMel(self.filterbank, self.window)
 
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
-                   features: LogMel | None = None) -> tuple[list[Segment], str]:
+                   features: LogMel | BackendLogMel | None = None) -> tuple[list[Segment], str]:
         """Segments of one piece (at most 30 s), in seconds from the start of the file.
 
         When the decoder stops mid-sentence (its last segment has no closing timestamp), the rest

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.cpu.ops import in_blocks
+from engine.ops import Ops, Tensor, WeightSource
 
 SAMPLE_RATE = 16000
 HOP_LENGTH = 160  # 10 ms: one mel frame per hop; the encoder halves this to 20 ms per output position
@@ -31,6 +32,15 @@ def pad_or_trim(pcm: np.ndarray, n_samples: int = N_SAMPLES) -> np.ndarray:
     if pcm.shape[0] >= n_samples:
         return pcm[:n_samples]
     return np.pad(pcm, (0, n_samples - pcm.shape[0]))
+
+
+def sound_padded(pcm: np.ndarray, real: int, samples: int, sound: int, half: int) -> np.ndarray:
+    """What frames 0 .. sound-1 read of the first ``real`` samples of ``pcm`` in a window of
+    ``samples``: the samples they cover (with at least the half that frame 0 reflects), the padding's
+    zeros included, reflect-padded by ``half`` at both ends (centred frames, as torch.stft); past
+    them, reflecting the end as torch.stft does can't matter. Frame t starts at t * HOP_LENGTH."""
+    needed = min(samples, max((sound - 1) * HOP_LENGTH + half, half + 1))
+    return reflect_padded(pcm[: min(real, needed)], needed, half)
 
 
 def reflect_padded(audio: np.ndarray, length: int, half: int) -> np.ndarray:
@@ -86,10 +96,7 @@ class LogMel:
         # Frames from ``silent`` on see only the padding's zeros, so their power is exactly 0: a short
         # dictation padded to Whisper's 30 s computes a third of the frames or fewer.
         silent = max(kept, min(total, -(-(real + half) // HOP_LENGTH)))
-        # The samples frames before ``silent`` read (with at least the half that frame 0 reflects),
-        # the padding's zeros included; past them, reflecting the end as torch.stft does can't matter.
-        needed = min(samples, max((silent - 1) * HOP_LENGTH + half, half + 1))
-        padded = reflect_padded(pcm[: min(real, needed)], needed, half)  # centred frames, as torch.stft
+        padded = sound_padded(pcm, real, samples, silent, half)
         fresh = self._mel_power(padded, kept, silent)
         if final > len(self._frames):
             self._frames = np.concatenate([self._frames, fresh[: final - kept]])
@@ -125,6 +132,41 @@ class LogMel:
 
         in_blocks(len(mel), mel.size, block)
         return mel
+
+
+class BackendLogMel:
+    """Whisper's normalised log-mel computed by a backend's ops (``Ops.features_on_backend``: a GPU):
+    the frames as rows of ``im2col``, the windowed DFT as a product with a [2 * bins, n_fft] matrix
+    of cosines and sines whose squares (``act="square"``) the [fb, fb] filterbank sums into mel
+    power, then ``whisper_log_mel``. Only the reflect-padded audio of the frames with sound goes up
+    (0.7 MB for jfk.wav), and the features stay on the backend for the encoder. The products run in
+    float32 where ``LogMel``'s FFT runs in float64: on the 15 clips of the test audio the features
+    differ by at most 3.5e-5 (99.9% of them by under 1.2e-6). It keeps no frames: each call
+    computes a whole window, which costs a GPU less than ``LogMel``'s bookkeeping costs the CPU.
+    """
+
+    def __init__(self, ops: Ops, filterbank: np.ndarray, window: np.ndarray):
+        self.ops = ops
+        self.n_fft = window.shape[0]
+        bins = self.n_fft // 2 + 1
+        turns = np.arange(bins)[:, None] * np.arange(self.n_fft)[None, :] / self.n_fft
+        dft = np.concatenate([np.cos(2 * np.pi * turns), np.sin(2 * np.pi * turns)]) * window.astype(np.float64)
+        twice = np.concatenate([filterbank, filterbank], axis=1)  # [n_mels, 2 * bins]: real and imaginary parts
+        self.dft = ops.weight(WeightSource("frontend.dft", "F32", dft.shape, dft.astype(np.float32)))
+        self.filters = ops.weight(WeightSource("frontend.mel_filters", "F32", twice.shape, twice.astype(np.float32)))
+
+    def __call__(self, pcm: np.ndarray, n_frames: int) -> Tensor:
+        """Features [n_frames, n_mels] (time-major, on the backend) of 16 kHz ``pcm``, padded with
+        silence or cut to ``n_frames * 160`` samples, as ``log_mel(pcm, ..., n_frames)`` gives them
+        (transposed)."""
+        ops, half = self.ops, self.n_fft // 2
+        samples = n_frames * HOP_LENGTH
+        real = min(pcm.shape[0], samples)
+        sound = min(n_frames, -(-(real + half) // HOP_LENGTH))  # frames that see a sample of audio
+        padded = sound_padded(pcm, real, samples, sound, half)[: (sound - 1) * HOP_LENGTH + self.n_fft]
+        frames = ops.im2col(ops.tensor(padded[:, None]), self.n_fft, HOP_LENGTH, 0)  # [sound, n_fft]
+        power = ops.gemm(ops.gemm(frames, self.dft, act="square"), self.filters)  # [sound, n_mels]
+        return ops.whisper_log_mel(power, n_frames)
 
 
 def log_mel(

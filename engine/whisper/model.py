@@ -147,13 +147,16 @@ class WhisperModel:
 
     # ---- encoder ------------------------------------------------------------------------------------
 
-    def encode(self, mel: np.ndarray) -> EncoderOutput:
-        """Encode one 30 s window. mel: float32 [n_mels, 2*n_audio_ctx] (``frontend.log_mel``)."""
+    def encode(self, mel: np.ndarray | Tensor) -> EncoderOutput:
+        """Encode one 30 s window. mel: float32 [n_mels, 2*n_audio_ctx] (``frontend.log_mel``), or the
+        backend's tensor [2*n_audio_ctx, n_mels] (``frontend.BackendLogMel``)."""
         ops, c = self.ops, self.config
-        if mel.shape != (c.n_mels, 2 * c.n_audio_ctx):
-            raise ValueError(f"the encoder takes a log-mel of shape {(c.n_mels, 2 * c.n_audio_ctx)}, "
-                             f"got {mel.shape}; pad or trim the audio to 30 s first")
-        x = ops.tensor(np.ascontiguousarray(mel.T))  # time-major [3000, n_mels]
+        on_backend = not isinstance(mel, np.ndarray)
+        shape = (2 * c.n_audio_ctx, c.n_mels) if on_backend else (c.n_mels, 2 * c.n_audio_ctx)
+        if tuple(mel.shape) != shape:
+            raise ValueError(f"the encoder takes a log-mel of shape {shape}, got {tuple(mel.shape)}; "
+                             "pad or trim the audio to 30 s first")
+        x = mel if on_backend else ops.tensor(np.ascontiguousarray(mel.T))  # time-major [3000, n_mels]
         x = ops.gemm(ops.im2col(x, CONV_KERNEL, 1, 1), self.conv0.weight, self.conv0.bias, act="gelu")
         x = ops.gemm(ops.im2col(x, CONV_KERNEL, 2, 1), self.conv1.weight, self.conv1.bias, act="gelu")
         x = ops.add(x, self.enc_positions)  # [1500, d]

@@ -3,18 +3,19 @@
 Each group of kernels is a mixin in its own module, next to its WGSL file in ``shaders/``:
 ``linear`` (GEMM, GEMV, add, embedding, argmax), ``norm`` (LayerNorm, GroupNorm, softmax, GLU,
 SwiGLU, rotary), ``conv`` (im2col, depthwise conv), ``attention`` (flash attention, KV cache),
-``select`` (Whisper's greedy token selection).
+``select`` (Whisper's greedy token selection), ``frontend`` (Whisper's log-mel normalisation).
 """
 
 from engine.gpu.ops.attention import AttentionOps
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.ops.conv import ConvOps
+from engine.gpu.ops.frontend import FrontendOps
 from engine.gpu.ops.linear import LinearOps
 from engine.gpu.ops.norm import NormOps
 from engine.gpu.ops.select import SelectOps
 
 
-class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, SelectOps, GpuOpsBase):
+class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, SelectOps, FrontendOps, GpuOpsBase):
     """Every operation of ``engine.ops.Ops`` on one wgpu device."""
 
 

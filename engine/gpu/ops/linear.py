@@ -15,7 +15,7 @@ from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor, GpuWeight
 from engine.ops import Activation, Position, RowNorm
 
-ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4}  # gemm.wgsl's ACT
+ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4, "square": 5}  # gemm.wgsl's ACT
 WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl
 GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
