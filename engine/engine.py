@@ -62,13 +62,14 @@ class Engine:
         # The backend opens and Silero's weights load on threads of their own while this one reads
         # the model file's header: wgpu-native creates the GPU device (160-230 ms on an H200 host,
         # most of it the Vulkan driver's start) without holding the GIL, as it uploads weights after.
-        # wgpu's modules are imported first, here (``import_gpu_backend``).
-        import_gpu_backend(device)
+        # wgpu's modules are imported first, here, the kernels' after the header (``import_gpu_backend``).
+        import_gpu_backend(device, "device")
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-load") as background:
             opened = background.submit(make_ops, device)
             vad_loaded = background.submit(self._load_vad, notify) if vad else None
             self.model_file = ModelFile(path)
             families.family(self.model_file)  # its modules import while the device opens, too
+            import_gpu_backend(device, "ops")
             self.ops = opened.result()
             with self.ops.errors("loading the model"):
                 self.transcriber = families.load(self.model_file, self.ops)

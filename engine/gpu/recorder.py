@@ -42,7 +42,7 @@ import struct
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 import wgpu
@@ -147,7 +147,6 @@ class Recorder:
         self.params = bytearray(SLOT * SLOTS)
         self.packer = ParamPacker()
         self.mark = device.buffer(16, label="submission-mark")
-        self.mark_pipeline = kernels.pipeline("mark.wgsl")
         # (index, id(pipeline), *ids of buffers) -> bind group. An id is only unique while its object
         # lives: a buffer's entries go when it is collected (``_forget``), before its id can return.
         self.bind_groups: dict[tuple[int, ...], wgpu.GPUBindGroup] = {}
@@ -176,6 +175,13 @@ class Recorder:
         self.pass_handle = self.compute._internal  # wgpu-native's WGPUComputePassEncoder
         self.pipeline: wgpu.GPUComputePipeline | None = None  # the one set in this pass
         self.count = 0
+
+    @cached_property
+    def mark_pipeline(self) -> wgpu.GPUComputePipeline:
+        """The submission mark's kernel, asked for at the first dispatch rather than at start: a start
+        builds the last start's pipelines on worker threads (``Kernels``), and waiting for this one
+        held up the load by its place in their queue."""
+        return self.kernels.pipeline("mark.wgsl")
 
     def dispatch(
         self,
