@@ -219,9 +219,9 @@ def upload_weight(device: Device, source: WeightSource, scratch: np.ndarray | No
     """Upload a GGUF weight, keeping its type, and release its rows' pages in the file (``source.release``)
     as they are sent. Conv kernels arrive flattened to 2-D by the caller. ``scratch``: an
     ``upload_scratch()`` to copy through (a new one if None)."""
-    scratch = upload_scratch() if scratch is None else scratch
     if len(source.shape) != 2:
         raise ValueError(f"{source.name}: weights must be 2-D, got shape {source.shape}")
+    scratch = upload_scratch() if scratch is None else scratch
     n, k = source.shape
     n_pad = -(-n // ROW_TILE) * ROW_TILE
     k_pad = -(-k // COL_TILE) * COL_TILE

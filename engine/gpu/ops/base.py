@@ -68,8 +68,7 @@ class GpuOpsBase(Ops):
             self._upload_scratch = None
 
     def weight(self, source: WeightSource) -> GpuWeight:
-        # which lets the file's pages go as it sends them
-        return upload_weight(self.device, source, self._upload_scratch)
+        return upload_weight(self.device, source, self._upload_scratch)  # it lets the file's pages go
 
     def read(self, x: GpuTensor | GpuColumns) -> np.ndarray:
         return self.read_later(x)()
