@@ -330,8 +330,15 @@ class NumpyOps(Ops):
                 "Gemm", ["a", "w"], {"a": ("m", "k"), "w": ("n", "k")}, weights={},
                 outputs={"out": ("m", "n")}, attributes={"transB": 1},
             ), threads=_CORES)
-        inputs = {"a": np.ascontiguousarray(a, np.float32), "w": np.ascontiguousarray(w, np.float32)}
-        return self._gemm_session.run(None, inputs)[0]
+        # Into an array of ours: ONNX Runtime's own outputs come from its arena, which over a long
+        # session grew in steps of 4.5 MB (tests/test_long_use.py) where numpy's arrays stay flat.
+        out = np.empty((len(a), w.shape[0]), np.float32)
+        binding = self._gemm_session.io_binding()
+        binding.bind_cpu_input("a", np.ascontiguousarray(a, np.float32))
+        binding.bind_cpu_input("w", np.ascontiguousarray(w, np.float32))
+        binding.bind_output("out", "cpu", 0, np.float32, out.shape, out.ctypes.data)
+        self._gemm_session.run_with_iobinding(binding)
+        return out
 
     def gemv(self, a, w, bias=None, act="none", residual=None, alpha=1.0, norm=None):
         if a.shape[0] != 1:
