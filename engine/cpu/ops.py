@@ -154,6 +154,18 @@ def exp_shifted_rows(x: np.ndarray) -> np.ndarray:
     return np.exp(x, out=x)
 
 
+def whisper_log_mel(mel: np.ndarray, frames: int) -> np.ndarray:
+    """Whisper's normalised log-mel float32 [frames, n_mels] from the mel power of its first rows
+    (``Ops.whisper_log_mel``), in ``mel``'s precision: ``NumpyOps`` and ``whisper.frontend.LogMel``."""
+    rows, n_mels = mel.shape
+    log = np.log10(np.maximum(mel, 1e-10))
+    top = max(float(log.max(initial=-np.inf)), -10.0 if rows < frames else -np.inf)  # silence: log10(1e-10)
+    out = np.empty((frames, n_mels), np.float32)
+    out[:rows] = (np.maximum(log, top - 8.0) + 4.0) / 4.0
+    out[rows:] = (max(-10.0, top - 8.0) + 4.0) / 4.0
+    return out
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Log-softmax of a 1-D array in float64 (-inf entries stay -inf, with probability 0)."""
     x = logits.astype(np.float64)
@@ -398,13 +410,7 @@ class NumpyOps(Ops):
         return y
 
     def whisper_log_mel(self, mel, frames):
-        rows, n_mels = mel.shape
-        log = np.log10(np.maximum(mel, np.float32(1e-10)))
-        top = max(float(log.max(initial=-np.inf)), -10.0 if rows < frames else -np.inf)
-        out = np.empty((frames, n_mels), np.float32)
-        out[:rows] = (np.maximum(log, np.float32(top - 8.0)) + 4.0) / 4.0
-        out[rows:] = (max(-10.0, top - 8.0) + 4.0) / 4.0
-        return out
+        return whisper_log_mel(mel, frames)
 
     def glu(self, x):
         d = x.shape[1] // 2

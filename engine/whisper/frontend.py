@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.cpu.ops import in_blocks
+from engine.cpu.ops import in_blocks, whisper_log_mel
 from engine.ops import Ops, Tensor, WeightSource
 
 SAMPLE_RATE = 16000
@@ -101,12 +101,7 @@ class LogMel:
         if final > len(self._frames):
             self._frames = np.concatenate([self._frames, fresh[: final - kept]])
         mel = np.concatenate([self._frames[:kept], fresh])  # [silent, n_mels]: the frames with sound
-        log_spec = np.log10(np.maximum(mel, 1e-10))
-        top = max(log_spec.max(initial=-np.inf), -10.0 if silent < total else -np.inf)  # silence: log10(1e-10)
-        features = np.empty((total, self.n_mels), np.float32)  # time-major: the layout the encoder reads
-        features[:silent] = (np.maximum(log_spec, top - 8.0) + 4.0) / 4.0
-        features[silent:] = (max(-10.0, top - 8.0) + 4.0) / 4.0
-        return features.T
+        return whisper_log_mel(mel, total).T  # time-major [total, n_mels]: the layout the encoder reads
 
     def _mel_power(self, padded: np.ndarray, first: int, end: int) -> np.ndarray:
         """Mel power [end - first, n_mels] of frames first .. end-1 of the reflect-padded audio.
