@@ -32,6 +32,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
+
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -57,7 +59,7 @@ class ValueType(IntEnum):
     FLOAT64 = 12
 
 
-TENSOR_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 8: ("Q8_0", 32, 34)}
+TENSOR_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 8: ("Q8_0", Q8_0_BLOCK, Q8_0_BLOCK_BYTES)}
 """The ggml tensor types the engine's backends read (see ``engine.ops.WeightSource``): code -> (name,
 values per block, bytes per block)."""
 
@@ -177,9 +179,8 @@ class _Cursor:
             )
         # Charged as if every item were built: a reader of the array may well build them all.
         self.spend(count * _STRING_COST, f"array '{key}' of {count} strings")
-        buf, first, unpack = self.buf, self.pos, _U64.unpack_from
+        buf, pos, unpack = self.buf, self.pos, _U64.unpack_from
         starts = array("q", [0]) * count  # where each item's bytes begin, after its length
-        pos = first
         try:
             for i in range(count):
                 pos += 8
@@ -198,7 +199,7 @@ class _Cursor:
             bad = int(np.argmax(text > room))
         if bad is None:
             strings = StringArray(buf, starts_array, pos)
-            bad = strings.first_invalid(first)
+            bad = strings.first_invalid()
             if bad is None:
                 self.pos = pos
                 self.spend(_STRING_BYTE_COST * int(text[-1]) if count else 0, f"array '{key}'")
@@ -218,7 +219,7 @@ class StringArray(Sequence[str]):
     def __init__(self, buf: bytes | mmap.mmap, starts: np.ndarray, end: int):
         self._buf = buf
         self._starts = starts  # where each item's bytes begin: after its u64 length
-        self._ends = np.append(starts[1:] - 8, end).astype(np.int64) if len(starts) else starts
+        self._ends = np.append(starts[1:] - 8, end) if len(starts) else starts
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -238,14 +239,15 @@ class StringArray(Sequence[str]):
     def __repr__(self) -> str:
         return f"StringArray({len(self)} strings: {self[:3]!r}...)"
 
-    def first_invalid(self, first: int) -> int | None:
-        """The index of the first item that isn't UTF-8, or None. ``first``: where the array's first
-        length field is. All items' bytes are decoded at once, with the length fields left out, and
+    def first_invalid(self) -> int | None:
+        """The index of the first item that isn't UTF-8, or None. All items' bytes (from the array's
+        first length field on) are decoded at once, with the length fields left out, and
         each non-empty item must start on a character (not on a continuation byte, 10xxxxxx): then
         every item is whole UTF-8 exactly when the joined bytes are, since an item that ended inside
         a character would need the next one to continue it. One decode instead of one per item."""
         if not len(self):
             return None
+        first = int(self._starts[0]) - 8
         region = np.frombuffer(self._buf, np.uint8, int(self._ends[-1]) - first, first)
         text = np.ones(len(region), bool)
         fields = self._starts - 8 - first

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
+from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
 from engine.gpu.device import Device
 from engine.ops import WeightSource
 
 ROW_TILE = 64  # weight rows (N) are padded to a multiple of this
-COL_TILE = 32  # weight columns (K) are padded to a multiple of this (one Q8_0 block)
-Q8_BLOCK = 32
+COL_TILE = Q8_0_BLOCK  # weight columns (K) are padded to a multiple of this (one Q8_0 block)
 
 
 def size_class(nbytes: int) -> int:
@@ -165,7 +165,7 @@ class GpuWeight:
 
 def q8_scales_per_row(k_pad: int) -> int:
     """f16 scales per row of a Q8_0 weight's ``scales`` (even, so each row starts at a whole u32)."""
-    blocks = k_pad // Q8_BLOCK
+    blocks = k_pad // Q8_0_BLOCK
     return blocks + (blocks & 1)
 
 
@@ -231,7 +231,7 @@ def upload_weight(device: Device, source: WeightSource, scratch: np.ndarray | No
         [data] = _put_rows(device, [(values, k_pad, source.name)], n_pad, source.release, scratch)
         return GpuWeight(source.name, kind, n, k, n_pad, k_pad, data)
     if kind == "Q8_0":
-        blocks = np.asarray(source.data, np.uint8).reshape(n, k // Q8_BLOCK, 2 + Q8_BLOCK)
+        blocks = np.asarray(source.data, np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
         data, scales = _put_rows(device, [
             (blocks[:, :, 2:].view(np.int8), k_pad, source.name),  # [n, k/32, 32] between the scales
             (blocks[:, :, :2].view(np.float16), q8_scales_per_row(k_pad), source.name + ".scales"),  # [n, k/32, 1]

@@ -37,7 +37,7 @@ class WhisperTranscriber:
         """A keeper of log-mel frames for audio that grows at its end (a dictation being spoken), to pass
         as ``transcribe(..., features=)`` each time the audio so far is transcribed. A backend that
         computes the features itself keeps none: every call gets its one ``BackendLogMel``."""
-        return self.backend_features or LogMel(self.filterbank, self.window)
+        return self.backend_features if self.backend_features is not None else LogMel(self.filterbank, self.window)
 
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
