@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -59,14 +59,14 @@ class Engine:
                  notify: Callable[[str], None] | None = None, vad: bool = True):
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
-        # The backend opens and Silero's weights load on threads of their own while this one reads
-        # the model file's header: wgpu-native creates the GPU device (160-230 ms on an H200 host,
-        # most of it the Vulkan driver's start) without holding the GIL, as it uploads weights after.
-        # wgpu's modules are imported first, here, the kernels' after the header (``import_gpu_backend``).
+        # The backend opens on a thread of its own while this one reads the model file's header:
+        # wgpu-native creates the GPU device (160-230 ms on an H200 host, most of it the Vulkan
+        # driver's start) without holding the GIL, as it uploads weights after. wgpu's modules are
+        # imported first, here, while its instance is created (``engine.gpu.instance``), the
+        # kernels' after the header (``import_gpu_backend``).
         import_gpu_backend(device, "device")
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-load") as background:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-load") as background:
             opened = background.submit(make_ops, device)
-            vad_loaded = background.submit(self._load_vad, notify) if vad else None
             self.model_file = ModelFile(path)
             families.family(self.model_file)  # its modules import while the device opens, too
             import_gpu_backend(device, "ops")
@@ -75,9 +75,21 @@ class Engine:
                 self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
-        self.vad = vad_loaded.result() if vad_loaded else None
+        # Silero's weights load once the model's have, on a thread of their own: beside the model
+        # file's header both were Python work under one GIL, and Silero's 30-40 ms lengthened
+        # the load on an H200 host. The first piece of audio waits for them if it comes sooner.
+        self._vad_loaded: Future | None = None
+        if vad:
+            loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-vad")
+            self._vad_loaded = loader.submit(self._load_vad, notify)
+            loader.shutdown(wait=False)
         self.lock = threading.RLock()
         self.pass_seconds = 0.0  # how long the last stream pass took: whether passes can keep up (engine.stream)
+
+    @property
+    def vad(self) -> SileroModel | None:
+        """Silero VAD's model, once loaded; None when this engine doesn't trim to speech."""
+        return None if self._vad_loaded is None else self._vad_loaded.result()
 
     @staticmethod
     def _load_vad(notify) -> SileroModel | None:

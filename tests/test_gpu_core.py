@@ -298,3 +298,17 @@ def test_the_kernel_list_is_per_version_of_the_shaders(gpu_ops, tmp_path, monkey
     (copy / "mark.wgsl").write_text((copy / "mark.wgsl").read_text() + "\n// changed\n")
     monkeypatch.setenv("SAYSO_SHADERS", str(copy))
     assert known_pipelines_file(gpu_ops.device, tmp_path) != before
+
+
+def test_wgpu_uses_the_instance_created_while_it_imported(gpu_ops):
+    """``engine.gpu.instance`` creates wgpu-native's instance on its own thread while wgpu-py's
+    modules import; the device in use came from that instance, which looks at the primary backends
+    only (no OpenGL adapter is offered)."""
+    import wgpu
+    from wgpu.backends.wgpu_native import _helpers
+
+    from engine.gpu import instance
+
+    assert instance._started is not None and instance._started.result() == _helpers._the_instance
+    assert gpu_ops.device.info["backend_type"] != "OpenGL"
+    assert all(adapter.info["backend_type"] != "OpenGL" for adapter in wgpu.gpu.enumerate_adapters_sync())

@@ -2,9 +2,10 @@
 dispatches, ``GpuOps`` offers the model-facing operations.
 
 wgpu's native backend is imported here, before any module of this package, on the C declarations
-compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the first).
-``GpuOps`` and its kernels' modules are imported when first named (``engine.gpu.GpuOps``): an engine
-opens the device first and imports them while the driver starts it (``engine.backend``).
+compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the first),
+while wgpu-native creates its instance on another thread (``engine.gpu.instance``). ``GpuOps`` and
+its kernels' modules are imported when first named (``engine.gpu.GpuOps``): an engine opens the
+device first and imports them while the driver starts it (``engine.backend``).
 """
 
 from engine.files import cache_dir

@@ -11,9 +11,9 @@ import logging
 import os
 
 import wgpu
-from wgpu.backends.wgpu_native.extras import set_instance_extras
 
 from engine.errors import GpuError
+from engine.gpu import instance
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +52,6 @@ class _ErrorTrap(logging.Handler):
             return message
 
 
-def _primary_backends_only() -> None:
-    """Have wgpu-native look at Vulkan, Metal and DX12 only (its "primary" backends), not OpenGL:
-    our kernels need what those offer, and probing OpenGL/EGL took ~90 ms of each start on an H200
-    machine (adapter request 91-104 ms with it, 4 ms without)."""
-    try:
-        set_instance_extras(backends=["Primary"])
-    except RuntimeError:  # the process's wgpu instance exists already (an earlier Device): it stays
-        pass
-
-
 def _pick_adapter() -> wgpu.GPUAdapter:
     wanted = os.environ.get(ADAPTER_ENV, "").strip()
     try:
@@ -87,7 +77,7 @@ class Device:
     """Owns the wgpu adapter and device, and says what they are in one line (``describe``)."""
 
     def __init__(self) -> None:
-        _primary_backends_only()
+        instance.adopt()
         self.adapter = _pick_adapter()
         self.info = self.adapter.info
         self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)

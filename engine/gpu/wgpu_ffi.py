@@ -31,6 +31,7 @@ import _cffi_backend
 import cffi
 
 from engine.files import checksum, write_text_atomically
+from engine.gpu import instance
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def import_backend(cache: Path) -> None:
         ffi = None
     plain_ffi = cffi.FFI
     if ffi is not None:
+        instance.start(ffi)  # the driver starts while wgpu-py's modules import
         cffi.FFI = lambda: ffi
     try:
         importlib.import_module(BACKEND)
@@ -73,9 +75,8 @@ def import_backend(cache: Path) -> None:
 def compiled_ffi(cache: Path) -> CompiledFFI:
     """The compiled FFI for the installed wgpu's header, compiled into ``cache`` first if needed
     (also when the file there can't be loaded: a damaged cache is made again, not kept)."""
-    from wgpu._coreutils import get_header_filename
-
-    header = Path(get_header_filename("combined_header.h")).read_bytes()
+    # Found without importing wgpu-py, which would hold the instance back (``engine.gpu.instance``).
+    header = (instance.wgpu_resources() / "combined_header.h").read_bytes()
     module = cache / f"wgpu_ffi_{checksum(header)}.py"
     if module.exists():
         try:

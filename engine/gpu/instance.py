@@ -1,0 +1,101 @@
+"""wgpu-native's instance, created on a thread of its own while wgpu-py's Python modules import.
+
+Creating the instance starts the GPU's driver: on an H200 host the Vulkan instance took 85-115 ms,
+the longest step of a model's load after the device itself. wgpu-py creates it at the first
+adapter request, after its ~50 ms of imports, which the engine's load then waited for. Here it
+starts as soon as the library is loaded with the compiled C declarations (``engine.gpu.wgpu_ffi``),
+in C, without the GIL, while the imports go on; ``adopt`` hands it to wgpu-py before anything asks
+wgpu-py for one. This leans on wgpu-py keeping its instance in ``_helpers._the_instance`` (wgpu is
+pinned, pyproject.toml; tests/test_gpu_core.py checks that wgpu-py uses the one made here).
+
+The instance looks at wgpu's "primary" backends only (Vulkan, Metal, DX12), not OpenGL: our kernels
+need what those offer, and probing OpenGL/EGL took ~90 ms of each start on an H200 machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PRIMARY_BACKENDS = 1 | 4 | 8 | 32
+"""``WGPUInstanceBackend_Primary`` of wgpu.h (Vulkan, Metal, DX12, browser WebGPU). It and the flag
+below are ``static const`` there, which cffi's compiled declarations don't carry."""
+NO_FLAGS = 0
+"""``WGPUInstanceFlag_Empty``, not wgpu-py's ``Default``: a release build's default is
+``ValidationIndirectCall``, for which every device builds compute pipelines that check indirect
+dispatches and draws as it is created, and our kernels make none."""
+
+_started: Future | None = None
+_lib = None  # the library as ``start`` loaded it: kept, as dropping it would unload it (dlclose)
+
+
+def wgpu_resources() -> Path:
+    """wgpu-py's folder of the native library and its headers, found without importing wgpu-py."""
+    spec = importlib.util.find_spec("wgpu")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("wgpu is not installed")
+    return Path(spec.submodule_search_locations[0]) / "resources"
+
+
+def _library() -> Path | None:
+    """The wgpu-native library that wgpu-py will load, where that is its own release build (the
+    default); None where an environment variable picks another, for wgpu-py to create its own."""
+    if os.environ.get("WGPU_LIB_PATH", "").strip() or os.environ.get("WGPU_DEBUG", "").strip() == "1":
+        return None
+    name = {"win32": "wgpu_native-release.dll", "darwin": "libwgpu_native-release.dylib"}.get(
+        sys.platform, "libwgpu_native-release.so")
+    path = wgpu_resources() / name
+    return path if path.exists() else None
+
+
+def start(ffi) -> None:
+    """Begin creating the instance on a thread, through ``ffi`` (the FFI that wgpu-py will use, so
+    that the handle is of its type)."""
+    global _started
+    library = _library()
+    if _started is not None or library is None:
+        return
+    _started = Future()
+
+    def create() -> None:
+        global _lib
+        try:
+            lib = _lib = ffi.dlopen(str(library))
+            extras = ffi.new("WGPUInstanceExtras *")
+            extras.chain.sType = lib.WGPUSType_InstanceExtras
+            extras.backends = PRIMARY_BACKENDS
+            extras.flags = NO_FLAGS
+            descriptor = ffi.new("WGPUInstanceDescriptor *")
+            descriptor.nextInChain = ffi.cast("WGPUChainedStruct *", extras)
+            _started.set_result(lib.wgpuCreateInstance(descriptor))
+        except Exception as error:  # noqa: BLE001 - ``adopt`` has wgpu-py create one instead
+            _started.set_exception(error)
+
+    threading.Thread(target=create, name="wgpu-instance", daemon=True).start()
+
+
+def adopt() -> None:
+    """Make the instance ``start`` created wgpu-py's (waiting for it), before the first adapter
+    request; without one, have wgpu-py create its own, with the same backends and flags."""
+    from wgpu.backends.wgpu_native import _helpers
+    from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+    if _helpers._the_instance is not None:  # an earlier Device's: the process keeps one
+        return
+    if _started is not None:
+        try:
+            instance = _started.result()
+        except Exception as error:  # noqa: BLE001
+            log.warning("Creating the GPU instance ahead failed (%s); wgpu creates it.", error)
+        else:
+            if instance != _helpers.ffi.NULL:
+                _helpers._the_instance = instance
+                return
+    set_instance_extras(backends=["Primary"], flags=["Empty"])
