@@ -144,7 +144,8 @@ class Ops(abc.ABC):
 
     def loading(self) -> AbstractContextManager:
         """A context in which a model's weights are made one after another (``engine.families.load``):
-        the GPU backend keeps one scratch area for their copies while it lasts. No-op on the CPU backend."""
+        the GPU backend copies them on threads of its own while the loader goes on, and they are whole
+        when it ends. None of them may be used inside. No-op on the CPU backend."""
         return nullcontext()
 
     @abc.abstractmethod

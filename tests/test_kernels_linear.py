@@ -260,7 +260,7 @@ def test_repeated_decoder_step_creates_no_new_bind_groups(gpu_ops):
 
 @pytest.mark.parametrize("kind", ["F32", "F16", "Q8_0"])
 def test_a_weight_uploaded_a_few_rows_at_a_time_is_the_same_weight(gpu_ops, monkeypatch, kind):
-    """``upload_weight`` copies a chunk of rows at a time (``UPLOAD_CHUNK``); with chunks of a row or
+    """A weight is copied a chunk of rows at a time (``UPLOAD_CHUNK``); with chunks of a row or
     two, a weight whose rows and columns both need padding gives the same product as in one piece."""
     from engine.gpu import tensors
 

@@ -156,8 +156,9 @@ class Device:
             )
         return GpuError(f"GPU error on {self.info['device']!r} while {what}: {text}")
 
-    def buffer(self, nbytes: int, usage: int | None = None, label: str = "") -> wgpu.GPUBuffer:
-        """A storage buffer of at least ``nbytes`` (rounded up to 16 so empty tensors still bind)."""
+    def buffer(self, nbytes: int, usage: int | None = None, label: str = "", mapped: bool = False) -> wgpu.GPUBuffer:
+        """A storage buffer of at least ``nbytes`` (rounded up to 16 so empty tensors still bind);
+        ``mapped``: mapped at creation, zeros, to be written and unmapped before any use."""
         if usage is None:
             usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         size = max(16, (nbytes + 15) // 16 * 16)
@@ -167,7 +168,7 @@ class Device:
                 f"{self.limits['max-buffer-size'] / 2**20:.0f} MiB. Use a smaller model or --device cpu."
             )
         try:
-            return self.device.create_buffer(size=size, usage=usage, label=label)
+            return self.device.create_buffer(size=size, usage=usage, label=label, mapped_at_creation=mapped)
         except Exception as error:  # noqa: BLE001
             if "lost" in str(error).lower():
                 raise self.failure("allocating memory", error) from None

@@ -17,7 +17,9 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import wgpu
@@ -151,7 +153,7 @@ class GpuWeight:
     k: int
     n_pad: int
     k_pad: int
-    data: wgpu.GPUBuffer
+    data: wgpu.GPUBuffer | None  # None only while ``ModelUpload`` makes it
     scales: wgpu.GPUBuffer | None = None
 
     @property
@@ -170,71 +172,134 @@ def q8_scales_per_row(k_pad: int) -> int:
 
 
 UPLOAD_CHUNK = 4 << 20
-"""Bytes of a weight copied at a time on their way to the GPU (``upload_weight``)."""
+"""Bytes of a weight copied at a time (``ModelUpload``): the file's pages under each chunk go once
+it is copied."""
+
+UPLOAD_THREADS = 4
+"""Threads that make weights' buffers and copy into them while a model loads (``ModelUpload``)."""
 
 
-def upload_scratch() -> np.ndarray:
-    """Room for the copies of one chunk of a weight (its values and its Q8_0 scales), to be used for
-    weight after weight (``GpuOps.loading``). Fresh memory costs a page fault per 4 KB on its first
-    write: on an H200's host 1.1 ms to fill 4 MB fresh against 0.2 ms again, 20 ms of whisper-base's
-    load when each chunk had a new array."""
-    return np.empty(2 * UPLOAD_CHUNK, np.uint8)
+class ModelUpload:
+    """A model's weights and small tensors on their way to the GPU while it loads (``Ops.loading``);
+    weights keep their GGUF type.
 
+    A weight's buffers are created mapped: wgpu stages them in memory the host can write (on an H200
+    host, the GPU's BAR, outside the process's resident set) and copies them into place with the next
+    submission once ``finish`` has unmapped them. The rows go from the file's memory map straight into
+    that mapping, laid out as the kernels read them (padded, Q8_0's values and scales apart), a chunk
+    at a time, each chunk's pages in the file let go once it is copied (``WeightSource.release``):
+    the whole token embedding's pages beside its copy took whisper-base's peak 75 MB above its steady
+    size on an H200. Padding is free: a buffer mapped at creation starts as zeros.
 
-def _put_rows(device: Device, parts: list[tuple[np.ndarray, int, str]], n_pad: int,
-              release: Callable[[int, int], None] | None, scratch: np.ndarray) -> list[wgpu.GPUBuffer]:
-    """A buffer of [n_pad, cols] for each part (rows, cols, label; at most two parts): ``rows`` [n, ...]
-    holds each row's values, at most ``cols``, in its trailing axes (a view into the file), written
-    with zero padding a chunk of rows at a time. Each chunk of every part is copied once into its half
-    of ``scratch`` (padded, or Q8_0's values and scales apart), sent, and with ``release`` its rows'
-    pages in the file let go, before the next: whole, the token embedding's copy and pages took
-    whisper-base's peak memory 75 MB above its steady size on an H200. Rows past n stay as wgpu
-    made them, zero."""
-    n = parts[0][0].shape[0]
-    widest = max(cols * rows.dtype.itemsize for rows, cols, _ in parts)
-    buffers = [device.buffer(n_pad * cols * rows.dtype.itemsize, label=label) for rows, cols, label in parts]
-    step = max(1, UPLOAD_CHUNK // widest)
-    if widest > UPLOAD_CHUNK:  # one row alone is wider than a chunk
-        scratch = np.empty(2 * widest, np.uint8)
-    halves = [scratch[i * len(scratch) // 2 : (i + 1) * len(scratch) // 2] for i in range(len(parts))]
-    for start in range(0, n, step):
-        for (rows, cols, _), buffer, half in zip(parts, buffers, halves):
-            chunk = rows[start : start + step]
-            width = chunk[:1].size
-            if width == cols and chunk.flags.c_contiguous:
-                block = chunk  # the file's rows are the layout already: no copy
+    Each weight is one job on ``threads`` threads, buffers and copy, while the loader's Python goes on
+    to the next weight: creating a mapped buffer (wgpu zeroes its staging) and copying are C and numpy
+    that let go of the GIL. On the loader's thread, through a scratch array and ``queue.write_buffer``,
+    whisper-base's weights took 60-120 ms of its load on an H200 host; made mapped but still there,
+    75-80 ms, 45 of them creating the buffers.
+
+    Small tensors (biases, norms, tables: ~250 in whisper-base) are gathered by ``fill`` and sent
+    by ``finish`` as one write and a copy each: a ``write_buffer`` apiece, each with its own staging,
+    took ~20 ms of the load on an H200 host.
+
+    A weight's ``data`` and ``scales`` are set by its job, and a filled tensor holds its values after
+    ``finish``: nothing may use either before.
+    """
+
+    def __init__(self, device: Device, threads: int = UPLOAD_THREADS) -> None:
+        self.device = device
+        self.copying = ThreadPoolExecutor(threads, thread_name_prefix="weight-upload") if threads else None
+        self.jobs: list[Future] = []
+        self.mapped: list[wgpu.GPUBuffer] = []
+        self.fills: list[tuple[wgpu.GPUBuffer, np.ndarray]] = []
+
+    def fill(self, buffer: wgpu.GPUBuffer, values: np.ndarray) -> None:
+        """Have ``finish`` write ``values`` (4-byte items: float32 or uint32) at the start of ``buffer``."""
+        self.fills.append((buffer, values))
+
+    def weight(self, source: WeightSource) -> GpuWeight:
+        """``source`` [n, k] padded to [n_pad, k_pad] in its type (conv kernels arrive flattened to
+        2-D by the caller); with threads, its buffers may not exist yet when this returns."""
+        if len(source.shape) != 2:
+            raise ValueError(f"{source.name}: weights must be 2-D, got shape {source.shape}")
+        n, k = source.shape
+        n_pad = -(-n // ROW_TILE) * ROW_TILE
+        k_pad = -(-k // COL_TILE) * COL_TILE
+        kind = source.ggml_type
+        if kind in ("F32", "F16"):
+            values = np.asarray(source.data, np.float32 if kind == "F32" else np.float16).reshape(n, k)
+            parts = [(values, k_pad, source.name)]
+        elif kind == "Q8_0":
+            blocks = np.asarray(source.data, np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
+            parts = [
+                # Each block's 32 values as one 32-byte item: numpy then copies an item per block
+                # rather than 32 int8s, 1.6x as fast from the blocks' 34-byte stride.
+                (blocks[:, :, 2:].view(f"V{Q8_0_BLOCK}"), k_pad // Q8_0_BLOCK, source.name),  # [n, k/32, 1]
+                (blocks[:, :, :2].view(np.float16), q8_scales_per_row(k_pad), source.name + ".scales"),  # [n, k/32, 1]
+            ]
+        else:
+            raise ValueError(f"{source.name}: weight type {kind} is not supported on the GPU (F32, F16, Q8_0 are)")
+        weight = GpuWeight(source.name, kind, n, k, n_pad, k_pad, data=None)
+        job = partial(self._put_rows, weight, parts, source.release)
+        if self.copying is None:
+            job()
+        else:
+            self.jobs.append(self.copying.submit(job))
+        return weight
+
+    def _put_rows(self, weight: GpuWeight, parts: list[tuple[np.ndarray, int, str]],
+                  release: Callable[[int, int], None] | None) -> None:
+        """``weight``'s buffers, mapped, of [n_pad, cols] items for each part (rows, cols, label):
+        ``rows`` [n, ...] holds each row's items, at most ``cols``, in its trailing axes (a view into
+        the file). A chunk of rows of every part at a time, then the file's pages under them go."""
+        targets = []
+        for rows, cols, label in parts:
+            buffer = self.device.buffer(weight.n_pad * cols * rows.dtype.itemsize, label=label, mapped=True)
+            self.mapped.append(buffer)  # one bytecode under the GIL: safe from several threads
+            mapping = buffer._experimental_get_mapped_range(0, buffer.size)  # wgpu is pinned (pyproject)
+            targets.append(np.frombuffer(mapping, rows.dtype, weight.n_pad * cols).reshape(weight.n_pad, cols))
+            if weight.data is None:
+                weight.data = buffer
             else:
-                block = half[: len(chunk) * cols * rows.dtype.itemsize].view(rows.dtype).reshape(len(chunk), cols)
-                # Each row split as the file's is ([k/32, 32] between the scales): a view of the block,
-                # where reshaping the strided chunk instead would copy it into fresh memory.
-                np.copyto(np.reshape(block[:, :width], chunk.shape, copy=False), chunk)
-                block[:, width:] = 0
-            device.queue.write_buffer(buffer, start * cols * rows.dtype.itemsize, block)
-        if release is not None:
-            release(start, start + step)
-    return buffers
+                weight.scales = buffer
+        n = weight.n
+        step = max(1, UPLOAD_CHUNK // max(cols * rows.dtype.itemsize for rows, cols, _ in parts))
+        for start in range(0, n, step):
+            for (rows, _, _), target in zip(parts, targets):
+                chunk = rows[start : start + step]
+                # Each row as the file has it ([k/32, 1] blocks between the scales): a view of the target.
+                np.copyto(np.reshape(target[start : start + len(chunk), : chunk[:1].size], chunk.shape, copy=False), chunk)
+            if release is not None:
+                release(start, min(n, start + step))
 
+    def finish(self) -> None:
+        """Send the filled tensors; wait for every job, then unmap the buffers (after a failed job
+        too: nothing writes to them any more), so that wgpu sends them with the next submission;
+        raise a job's error."""
+        try:
+            self._send_fills()
+            for job in self.jobs:
+                job.exception()  # every job has ended before anything is unmapped
+            for job in self.jobs:
+                job.result()
+        finally:
+            self.jobs.clear()
+            for buffer in self.mapped:
+                buffer.unmap()
+            self.mapped.clear()
+            if self.copying is not None:
+                self.copying.shutdown()
 
-def upload_weight(device: Device, source: WeightSource, scratch: np.ndarray | None = None) -> GpuWeight:
-    """Upload a GGUF weight, keeping its type, and release its rows' pages in the file (``source.release``)
-    as they are sent. Conv kernels arrive flattened to 2-D by the caller. ``scratch``: an
-    ``upload_scratch()`` to copy through (a new one if None)."""
-    if len(source.shape) != 2:
-        raise ValueError(f"{source.name}: weights must be 2-D, got shape {source.shape}")
-    scratch = upload_scratch() if scratch is None else scratch
-    n, k = source.shape
-    n_pad = -(-n // ROW_TILE) * ROW_TILE
-    k_pad = -(-k // COL_TILE) * COL_TILE
-    kind = source.ggml_type
-    if kind in ("F32", "F16"):
-        values = np.asarray(source.data, np.float32 if kind == "F32" else np.float16).reshape(n, k)
-        [data] = _put_rows(device, [(values, k_pad, source.name)], n_pad, source.release, scratch)
-        return GpuWeight(source.name, kind, n, k, n_pad, k_pad, data)
-    if kind == "Q8_0":
-        blocks = np.asarray(source.data, np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
-        data, scales = _put_rows(device, [
-            (blocks[:, :, 2:].view(np.int8), k_pad, source.name),  # [n, k/32, 32] between the scales
-            (blocks[:, :, :2].view(np.float16), q8_scales_per_row(k_pad), source.name + ".scales"),  # [n, k/32, 1]
-        ], n_pad, source.release, scratch)
-        return GpuWeight(source.name, kind, n, k, n_pad, k_pad, data, scales)
-    raise ValueError(f"{source.name}: weight type {kind} is not supported on the GPU (F32, F16, Q8_0 are)")
+    def _send_fills(self) -> None:
+        """All filled tensors' values in one buffer, written once, then copied into place."""
+        fills, self.fills = self.fills, []
+        if not fills:
+            return
+        blob = np.concatenate([values.reshape(-1).view(np.uint8) for _, values in fills])
+        staging = self.device.buffer(len(blob), wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST, "loading-fills")
+        self.device.queue.write_buffer(staging, 0, blob)  # a queue's writes land before its next submission
+        encoder = self.device.device.create_command_encoder()
+        offset = 0
+        for buffer, values in fills:
+            encoder.copy_buffer_to_buffer(staging, offset, buffer, 0, values.nbytes)
+            offset += values.nbytes
+        self.device.queue.submit([encoder.finish()])

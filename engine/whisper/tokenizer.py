@@ -15,11 +15,6 @@ import re
 from collections.abc import Sequence
 from functools import cached_property
 
-try:  # The `regex` package knows Unicode classes (\p{L}, \p{N}); it comes with transformers.
-    import regex as _regex
-except ImportError:  # pragma: no cover - exercised by test_tokenizer's stdlib-pattern test instead
-    _regex = None
-
 CONTROL_TOKEN_TYPE = 3
 TIMESTAMP_SECONDS = 0.02  # Whisper's timestamp tokens are 20 ms apart (one encoder position)
 
@@ -69,8 +64,18 @@ class Tokenizer:
         self._special_ids = frozenset(self._specials.values())
         self._merges = merges
         self._bytes: dict[int, bytes] = {}  # a text token's bytes, filled as tokens are decoded (50k up front: 0.1 s)
-        self._pattern = _regex.compile(GPT2_PATTERN) if _regex is not None else re.compile(GPT2_PATTERN_STDLIB)
         self._cache: dict[str, list[int]] = {}
+
+    @cached_property
+    def _pattern(self) -> re.Pattern:
+        """GPT-2's pre-tokenizer, made on first use: transcribing encodes nothing unless there is a
+        prompt, and importing the `regex` package took 6-10 ms of every load (78 on an H200 host
+        where it had no compiled modules)."""
+        try:  # `regex` knows Unicode classes (\p{L}, \p{N}); it is one of Sayso's dependencies.
+            import regex
+        except ImportError:  # pragma: no cover - exercised by test_tokenizer's stdlib-pattern test instead
+            return re.compile(GPT2_PATTERN_STDLIB)
+        return regex.compile(GPT2_PATTERN)
 
     @cached_property
     def _vocab(self) -> dict[str, int]:

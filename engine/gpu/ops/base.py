@@ -12,7 +12,7 @@ import wgpu
 from engine.gpu.device import Device
 from engine.gpu.kernels import Kernels, known_pipelines_file
 from engine.gpu.recorder import Recorder, Replay
-from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, upload_scratch, upload_weight
+from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, ModelUpload
 from engine.ops import Ops, Position, WeightSource
 
 
@@ -31,7 +31,7 @@ class GpuOpsBase(Ops):
         self.kernels = Kernels(self.device, known)
         self.recorder = Recorder(self.device, self.kernels)
         self.pool = BufferPool(self.device)
-        self._upload_scratch: np.ndarray | None = None  # while ``loading``
+        self._loading: ModelUpload | None = None  # while ``loading``
         # The counter bound where a kernel takes an int position: a zero that nothing advances.
         self.zero_counter = self.device.buffer(16, label="zero-position")
 
@@ -46,7 +46,9 @@ class GpuOpsBase(Ops):
 
     def _upload(self, array: np.ndarray) -> GpuTensor:
         out = self.empty(array.shape, array.dtype)
-        if array.size:
+        if array.size and self._loading is not None:
+            self._loading.fill(out.buffer, array)  # sent with the model's other small tensors
+        elif array.size:
             # A pooled buffer may have been freed while a recorded, unsubmitted dispatch still reads
             # it. queue.write_buffer would land before that dispatch runs, so submit first.
             self.recorder.submit()
@@ -61,14 +63,22 @@ class GpuOpsBase(Ops):
 
     @contextmanager
     def loading(self):
-        self._upload_scratch = upload_scratch()
+        self._loading = ModelUpload(self.device)
         try:
             yield
         finally:
-            self._upload_scratch = None
+            upload, self._loading = self._loading, None
+            upload.finish()
 
     def weight(self, source: WeightSource) -> GpuWeight:
-        return upload_weight(self.device, source, self._upload_scratch)  # it lets the file's pages go
+        """Inside ``loading`` the weight's copy goes on beside the loader's next steps; outside, it is
+        whole when this returns. Either way the file's pages under it go once it is copied."""
+        if self._loading is not None:
+            return self._loading.weight(source)
+        upload = ModelUpload(self.device, threads=0)
+        weight = upload.weight(source)
+        upload.finish()
+        return weight
 
     def read(self, x: GpuTensor | GpuColumns) -> np.ndarray:
         return self.read_later(x)()
