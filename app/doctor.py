@@ -37,7 +37,7 @@ def compute() -> list[str]:
     from engine.errors import GpuError
 
     try:
-        device = Device()
+        device = Device().opened()
     except GpuError as error:
         return [f"{FIX}{error}", f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]
     lines = [f"{OK}GPU: {device.describe()}"]

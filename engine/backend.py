@@ -35,32 +35,35 @@ def import_gpu_backend(device: DeviceChoice, part: Literal["device", "ops"]) -> 
 
 
 def make_ops(device: DeviceChoice = "auto") -> Ops:
-    """Open the backend for ``device``; ``auto`` falls back to numpy with a log line saying why."""
+    """Open the backend for ``device``; ``auto`` falls back to numpy with a log line saying why. A GPU
+    backend's device may still be opening (``engine.gpu.Device``): a device that won't open raises
+    ``DeviceOpenError`` where it is first used, loading the model (``Engine`` falls back there)."""
     if device not in ("auto", "gpu", "cpu"):
         raise SaysoError(f"Unknown device {device!r}: use auto, gpu or cpu.")
     if device == "cpu":
-        return _numpy("--device cpu was asked for")
+        return numpy_fallback("--device cpu was asked for")
     from engine.files import cache_dir
     from engine.gpu import Device
 
     try:
-        opened = Device()
+        gpu = Device()
         from engine.gpu import GpuOps  # imported meanwhile by the caller, if it could (Engine does)
 
-        ops = GpuOps(opened, kernels_dir=cache_dir() / "kernels")
+        ops = GpuOps(gpu, kernels_dir=cache_dir() / "kernels")
     except GpuError as error:
         if device == "gpu":
             raise
-        return _numpy(f"no usable GPU ({error})")
+        return numpy_fallback(f"no usable GPU ({error})")
     if device == "auto" and ops.device.is_cpu:
         name = ops.device.info["device"]
         ops.device.close()
-        return _numpy(f"the only adapter, {name}, is a software renderer, slower than numpy")
+        return numpy_fallback(f"the only adapter, {name}, is a software renderer, slower than numpy")
     log.info("Using the GPU: %s", ops.describe())
     return ops
 
 
-def _numpy(reason: str) -> Ops:
+def numpy_fallback(reason: str) -> Ops:
+    """The numpy backend, with a log line that says why the GPU isn't used."""
     from engine.cpu.ops import NumpyOps
 
     log.warning("Using the CPU backend (numpy): %s.", reason)

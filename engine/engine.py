@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from engine import audio, families, models
-from engine.backend import DeviceChoice, import_gpu_backend, make_ops
+from engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
 from engine.cpu.ops import blas_threads
 from engine.silero import SileroModel
 from engine.vad import PAUSE_SECONDS, Vad
-from engine.errors import AudioError, SaysoError
+from engine.errors import AudioError, DeviceOpenError, SaysoError
 from engine.gguf.reader import ModelFile
 from engine.segmenter import SAMPLE_RATE, pieces
 from engine.transcript import Segment, Transcript
@@ -59,11 +59,12 @@ class Engine:
                  notify: Callable[[str], None] | None = None, vad: bool = True):
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
-        # The backend opens on a thread of its own while this one reads the model file's header:
-        # wgpu-native creates the GPU device (160-230 ms on an H200 host, most of it the Vulkan
-        # driver's start) without holding the GIL, as it uploads weights after. wgpu's modules are
-        # imported first, here, while its instance is created (``engine.gpu.instance``), the
-        # kernels' after the header (``import_gpu_backend``).
+        # The backend opens on threads of its own while this one reads the model file's header and
+        # loads the model: wgpu-native picks the adapter, then creates the GPU device (160-230 ms on
+        # an H200 host, most of it the Vulkan driver's start) without holding the GIL, and the
+        # weights' copies wait for it on threads of their own (``engine.gpu.tensors.ModelUpload``).
+        # wgpu's modules are imported first, here, while its instance is created
+        # (``engine.gpu.instance``), the kernels' after the header (``import_gpu_backend``).
         import_gpu_backend(device, "device")
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-load") as background:
             opened = background.submit(make_ops, device)
@@ -71,7 +72,13 @@ class Engine:
             families.family(self.model_file)  # its modules import while the device opens, too
             import_gpu_backend(device, "ops")
             self.ops = opened.result()
-            with self.ops.errors("loading the model"):
+            try:
+                with self.ops.errors("loading the model"):
+                    self.transcriber = families.load(self.model_file, self.ops)
+            except DeviceOpenError as error:
+                if device != "auto":
+                    raise
+                self.ops = numpy_fallback(str(error))
                 self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name

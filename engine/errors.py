@@ -29,6 +29,11 @@ class GpuError(SaysoError):
     """The GPU failed: no adapter, a validation error, device loss, out of memory, a cancelled submission."""
 
 
+class DeviceOpenError(GpuError):
+    """The GPU's adapter is there but its device would not open (``engine.gpu.Device`` opens it on a
+    thread of its own, so this comes from the first use that waits for it)."""
+
+
 class Interrupted(Exception):
     """A pass was abandoned because its result no longer mattered (a stream session's newer audio made
     it stale); raised by ``check_interrupt``. Not an error: nothing is shown to the user."""

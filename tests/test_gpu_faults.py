@@ -26,7 +26,7 @@ from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, wait_for, words  # noqa: 
 from engine.audio import load_audio  # noqa: E402
 from engine.backend import make_ops  # noqa: E402
 from engine.engine import Engine  # noqa: E402
-from engine.errors import GpuError  # noqa: E402
+from engine.errors import DeviceOpenError, GpuError  # noqa: E402
 from engine.gpu.device import ADAPTER_ENV  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -49,6 +49,24 @@ def test_an_adapter_name_that_matches_nothing(monkeypatch):
     message = str(info.value)
     assert "'no-such-gpu-9000' matches no adapter" in message and "available: 0: " in message and "Unset it" in message
     assert make_ops("auto").name == "cpu"  # auto says why in the log and runs on numpy
+
+
+def test_a_device_that_will_not_open(monkeypatch):
+    """The adapter is there but wgpu refuses its device (asked for buffers 4x larger than the adapter
+    allows). The device opens while the model loads (``engine.gpu.Device``), so the load is where
+    this surfaces: ``--device gpu`` fails it saying so; ``auto``, on an adapter taken for a real GPU,
+    loads the model on numpy instead."""
+    import wgpu
+
+    from engine.gpu.device import Device
+
+    offered = wgpu.GPUAdapter.limits.fget
+    monkeypatch.setattr(wgpu.GPUAdapter, "limits",
+                        property(lambda adapter: {**offered(adapter), "max-buffer-size": 4 * offered(adapter)["max-buffer-size"]}))  # fmt: skip
+    with pytest.raises(DeviceOpenError, match="Could not open the GPU device .*max_buffer_size"):
+        Engine(REFERENCE_GGUF, device="gpu", vad=False)
+    monkeypatch.setattr(Device, "is_cpu", property(lambda device: False))  # lavapipe as if it were one
+    assert Engine(REFERENCE_GGUF, device="auto", vad=False).ops.name == "cpu"
 
 
 PROBE = """

@@ -271,3 +271,20 @@ def test_a_weight_uploaded_a_few_rows_at_a_time_is_the_same_weight(gpu_ops, monk
     whole = gpu_ops.read(gpu_ops.gemm(a, gpu_ops.weight(source)))
     monkeypatch.setattr(tensors, "UPLOAD_CHUNK", 200)
     np.testing.assert_array_equal(gpu_ops.read(gpu_ops.gemm(a, gpu_ops.weight(source))), whole)
+
+
+def test_weights_and_constants_made_while_loading_are_whole_when_it_ends(gpu_ops):
+    """Inside ``loading`` weights are copied on threads and constants gathered (``ModelUpload``);
+    once it ends they give the products that weights and tensors made one at a time give, and a
+    kernel run before then is refused with a message rather than bound to a half-made buffer."""
+    rng = np.random.default_rng(4)
+    sources = [weight_source(rng.standard_normal((67, 96)).astype(np.float32), kind) for kind in KINDS]
+    bias = rng.standard_normal(67).astype(np.float32)
+    a = gpu_ops.tensor(rng.standard_normal((3, 96)).astype(np.float32))
+    alone = [gpu_ops.read(gpu_ops.gemm(a, gpu_ops.weight(s), gpu_ops.tensor(bias))) for s in sources]
+    with gpu_ops.loading():
+        loaded = [(gpu_ops.weight(s), gpu_ops.tensor(bias)) for s in sources]
+        with pytest.raises(RuntimeError, match="while a model loads"):
+            gpu_ops.gemm(a, *loaded[0])
+    for (weight, b), expected in zip(loaded, alone):
+        np.testing.assert_array_equal(gpu_ops.read(gpu_ops.gemm(a, weight, b)), expected)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from concurrent.futures import Future
 
 import wgpu
 
-from engine.errors import GpuError
+from engine.errors import DeviceOpenError, GpuError
 from engine.gpu import instance
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,13 @@ def _pick_adapter() -> wgpu.GPUAdapter:
 
 
 class Device:
-    """Owns the wgpu adapter and device, and says what they are in one line (``describe``)."""
+    """Owns the wgpu adapter and device, and says what they are in one line (``describe``).
+
+    The adapter is picked while this is made, so what it is (``info``, ``features``, ``limits``,
+    ``is_cpu``) is known at once; the device opens on a thread of its own, 70-100 ms of the driver's
+    on an H200 host, and ``device`` and ``queue`` wait for it. A model's loader runs its Python in
+    that time (``engine.gpu.tensors.ModelUpload``), where it used to wait for it.
+    """
 
     def __init__(self) -> None:
         instance.adopt()
@@ -83,8 +91,9 @@ class Device:
         self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)
         limits = self.adapter.limits
         # Ask for the adapter's own maxima: the defaults (128 MiB bindings, 16 KiB shared memory)
-        # are below what large weight matrices and tiled kernels need on real GPUs.
-        required = {
+        # are below what large weight matrices and tiled kernels need on real GPUs. What is asked
+        # for is what the device has once open: the only limits read, so they are known before.
+        self.limits = {
             name: limits[name]
             for name in (
                 "max-storage-buffer-binding-size",
@@ -101,12 +110,35 @@ class Device:
         }
         self.trap = _ErrorTrap()
         logging.getLogger("wgpu").addHandler(self.trap)
+        self._opened: wgpu.GPUDevice | None = None
+        self._opening: Future = Future()
+        threading.Thread(target=self._open, name="gpu-device", daemon=True).start()
+
+    def _open(self) -> None:
         try:
-            self.device = self.adapter.request_device_sync(required_features=self.features, required_limits=required)
+            device = self.adapter.request_device_sync(required_features=self.features, required_limits=self.limits)
         except Exception as error:  # noqa: BLE001 - wgpu raises several unrelated types here
-            raise GpuError(f"Could not open the GPU device {self.info['device']!r}: {error}") from None
-        self.queue = self.device.queue
-        self.limits = self.device.limits
+            reason = " ".join(str(error).split())  # on one line: wgpu's message spans several
+            self._opening.set_exception(DeviceOpenError(
+                f"Could not open the GPU device {self.info['device']!r} ({reason}). Update its driver or run with --device cpu."))
+        else:
+            self._opening.set_result(device)
+
+    @property
+    def device(self) -> wgpu.GPUDevice:
+        """The wgpu device, once open (raises ``DeviceOpenError`` if it could not be)."""
+        if self._opened is None:
+            self._opened = self._opening.result()
+        return self._opened
+
+    @property
+    def queue(self) -> wgpu.GPUQueue:
+        return self.device.queue
+
+    def opened(self) -> Device:
+        """This device, once open (raises ``DeviceOpenError`` if it could not be)."""
+        self.device  # noqa: B018 - waits for it
+        return self
 
     @property
     def is_cpu(self) -> bool:
@@ -167,8 +199,9 @@ class Device:
                 f"A {size / 2**20:.0f} MiB buffer ({label or 'tensor'}) exceeds the adapter's limit of "
                 f"{self.limits['max-buffer-size'] / 2**20:.0f} MiB. Use a smaller model or --device cpu."
             )
+        device = self.device  # waits for it to open: a DeviceOpenError is not an allocation's
         try:
-            return self.device.create_buffer(size=size, usage=usage, label=label, mapped_at_creation=mapped)
+            return device.create_buffer(size=size, usage=usage, label=label, mapped_at_creation=mapped)
         except Exception as error:  # noqa: BLE001
             if "lost" in str(error).lower():
                 raise self.failure("allocating memory", error) from None
@@ -178,4 +211,8 @@ class Device:
 
     def close(self) -> None:
         logging.getLogger("wgpu").removeHandler(self.trap)
-        self.device.destroy()
+        try:
+            device = self.device
+        except DeviceOpenError:
+            return  # nothing was opened
+        device.destroy()

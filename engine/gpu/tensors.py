@@ -79,21 +79,22 @@ class BufferPool:
 
 
 class GpuTensor:
-    """A float32 (or uint32 for ids) tensor in a pooled GPU buffer. ``shape`` is logical, row-major."""
+    """A float32 (or uint32 for ids) tensor in a pooled GPU buffer. ``shape`` is logical, row-major.
+    Without a pool: a model's constant, in a buffer of its own that ``ModelUpload`` makes."""
 
     __slots__ = ("buffer", "shape", "dtype", "pool")
 
-    def __init__(self, pool: BufferPool, shape: tuple[int, ...], dtype=np.float32) -> None:
+    def __init__(self, pool: BufferPool | None, shape: tuple[int, ...], dtype=np.float32) -> None:
         self.pool = pool
         self.shape = tuple(map(int, shape))
         self.dtype = np.dtype(dtype)
-        self.buffer = pool.take(self.nbytes)
+        self.buffer = pool.take(self.nbytes) if pool is not None else None
 
     def __del__(self) -> None:
         # Back to the pool as soon as the last reference goes (CPython frees deterministically);
         # cheaper per tensor than weakref.finalize, which a decoder step pays ~65 times.
         buffer = getattr(self, "buffer", None)  # None when take() failed in __init__
-        if buffer is not None:
+        if buffer is not None and self.pool is not None:
             self.pool.give(buffer)
 
     @property
@@ -197,12 +198,14 @@ class ModelUpload:
     whisper-base's weights took 60-120 ms of its load on an H200 host; made mapped but still there,
     75-80 ms, 45 of them creating the buffers.
 
-    Small tensors (biases, norms, tables: ~250 in whisper-base) are gathered by ``fill`` and sent
-    by ``finish`` as one write and a copy each: a ``write_buffer`` apiece, each with its own staging,
-    took ~20 ms of the load on an H200 host.
+    The device may still be opening (``Device``): jobs wait for it on their threads, and the loader's
+    Python, which used to wait for it, goes on. Small tensors (biases, norms, tables: ~250 in
+    whisper-base) are constants outside the buffer pool (``tensor``): ``finish`` makes their buffers
+    and sends their values as one write and a copy each (a ``write_buffer`` apiece, each with a
+    staging buffer of its own, took ~20 ms of the load on an H200 host).
 
-    A weight's ``data`` and ``scales`` are set by its job, and a filled tensor holds its values after
-    ``finish``: nothing may use either before.
+    A weight's ``data`` and ``scales`` are set by its job, a constant's ``buffer`` by ``finish``:
+    nothing may use either before.
     """
 
     def __init__(self, device: Device, threads: int = UPLOAD_THREADS) -> None:
@@ -210,11 +213,14 @@ class ModelUpload:
         self.copying = ThreadPoolExecutor(threads, thread_name_prefix="weight-upload") if threads else None
         self.jobs: list[Future] = []
         self.mapped: list[wgpu.GPUBuffer] = []
-        self.fills: list[tuple[wgpu.GPUBuffer, np.ndarray]] = []
+        self.constants: list[tuple[GpuTensor, np.ndarray]] = []
 
-    def fill(self, buffer: wgpu.GPUBuffer, values: np.ndarray) -> None:
-        """Have ``finish`` write ``values`` (4-byte items: float32 or uint32) at the start of ``buffer``."""
-        self.fills.append((buffer, values))
+    def tensor(self, values: np.ndarray) -> GpuTensor:
+        """A constant holding ``values`` (contiguous, 4-byte items: float32 or uint32) once ``finish``
+        has made its buffer."""
+        tensor = GpuTensor(None, values.shape, values.dtype)
+        self.constants.append((tensor, values))
+        return tensor
 
     def weight(self, source: WeightSource) -> GpuWeight:
         """``source`` [n, k] padded to [n_pad, k_pad] in its type (conv kernels arrive flattened to
@@ -272,34 +278,36 @@ class ModelUpload:
                 release(start, min(n, start + step))
 
     def finish(self) -> None:
-        """Send the filled tensors; wait for every job, then unmap the buffers (after a failed job
-        too: nothing writes to them any more), so that wgpu sends them with the next submission;
-        raise a job's error."""
+        """Make and send the constants; wait for every job, then unmap the buffers (after a failed
+        job too: nothing writes to them any more), so that wgpu sends them with the next submission;
+        raise the first error."""
         try:
-            self._send_fills()
-            for job in self.jobs:
-                job.exception()  # every job has ended before anything is unmapped
-            for job in self.jobs:
-                job.result()
+            self._send_constants()
         finally:
-            self.jobs.clear()
+            jobs, self.jobs = self.jobs, []
+            for job in jobs:
+                job.exception()  # waits: every job has ended before anything is unmapped
             for buffer in self.mapped:
                 buffer.unmap()
             self.mapped.clear()
             if self.copying is not None:
                 self.copying.shutdown()
+        for job in jobs:
+            job.result()  # raises the first job's error
 
-    def _send_fills(self) -> None:
-        """All filled tensors' values in one buffer, written once, then copied into place."""
-        fills, self.fills = self.fills, []
-        if not fills:
+    def _send_constants(self) -> None:
+        """Every constant's buffer, and their values in one buffer, written once, then copied into place."""
+        constants, self.constants = self.constants, []
+        if not constants:
             return
-        blob = np.concatenate([values.reshape(-1).view(np.uint8) for _, values in fills])
-        staging = self.device.buffer(len(blob), wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST, "loading-fills")
+        blob = np.concatenate([values.reshape(-1).view(np.uint8) for _, values in constants])
+        staging = self.device.buffer(len(blob), wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST, "constants")
         self.device.queue.write_buffer(staging, 0, blob)  # a queue's writes land before its next submission
         encoder = self.device.device.create_command_encoder()
         offset = 0
-        for buffer, values in fills:
-            encoder.copy_buffer_to_buffer(staging, offset, buffer, 0, values.nbytes)
+        for tensor, values in constants:
+            tensor.buffer = self.device.buffer(values.nbytes, label="constant")
+            if values.nbytes:
+                encoder.copy_buffer_to_buffer(staging, offset, tensor.buffer, 0, values.nbytes)
             offset += values.nbytes
         self.device.queue.submit([encoder.finish()])

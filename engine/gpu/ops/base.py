@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +30,19 @@ class GpuOpsBase(Ops):
         if kernels_dir is not None and not self.device.is_cpu:
             known = known_pipelines_file(self.device, kernels_dir)
         self.kernels = Kernels(self.device, known)
-        self.recorder = Recorder(self.device, self.kernels)
         self.pool = BufferPool(self.device)
         self._loading: ModelUpload | None = None  # while ``loading``
-        # The counter bound where a kernel takes an int position: a zero that nothing advances.
-        self.zero_counter = self.device.buffer(16, label="zero-position")
+
+    # What needs the device open is made at first use: a model loads while it opens (``Device``).
+
+    @cached_property
+    def recorder(self) -> Recorder:
+        return Recorder(self.device, self.kernels)
+
+    @cached_property
+    def zero_counter(self) -> wgpu.GPUBuffer:
+        """The counter bound where a kernel takes an int position: a zero that nothing advances."""
+        return self.device.buffer(16, label="zero-position")
 
     def describe(self) -> str:
         return self.device.describe()
@@ -45,10 +54,10 @@ class GpuOpsBase(Ops):
         return GpuTensor(self.pool, tuple(shape), dtype)
 
     def _upload(self, array: np.ndarray) -> GpuTensor:
+        if self._loading is not None:
+            return self._loading.tensor(array)  # a model's constant
         out = self.empty(array.shape, array.dtype)
-        if array.size and self._loading is not None:
-            self._loading.fill(out.buffer, array)  # sent with the model's other small tensors
-        elif array.size:
+        if array.size:
             # A pooled buffer may have been freed while a recorded, unsubmitted dispatch still reads
             # it. queue.write_buffer would land before that dispatch runs, so submit first.
             self.recorder.submit()
@@ -136,5 +145,7 @@ class GpuOpsBase(Ops):
     ) -> None:
         """Record ``entry`` of ``shaders/<file>`` over ``buffers`` (tensors, weights' buffers or raw
         wgpu buffers, bound at 1.. in order) with ``params`` in the uniform at binding 0."""
+        if self._loading is not None:
+            raise RuntimeError(f"{file}:{entry} was run while a model loads: its weights are not on the GPU yet")
         raw = [b.buffer if isinstance(b, GpuTensor) else b for b in buffers]
         self.recorder.dispatch(self.kernels.pipeline(file, entry, **constants), raw, params, groups)
