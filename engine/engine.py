@@ -78,7 +78,7 @@ class Engine:
             except DeviceOpenError as error:
                 if device != "auto":
                     raise
-                self.ops = numpy_fallback(str(error))
+                self.ops = numpy_fallback(f"no usable GPU ({error})")
                 self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
