@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import audio, families, models
+from engine import audio, families, heap, models
 from engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
 from engine.cpu.ops import blas_threads
 from engine.silero import SileroModel
@@ -57,6 +57,7 @@ class Engine:
 
     def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto",
                  notify: Callable[[str], None] | None = None, vad: bool = True):
+        heap.keep_large_blocks()  # the VAD's arrays, and the numpy backend's, reused call after call
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
         # The backend opens on threads of its own while this one reads the model file's header and

