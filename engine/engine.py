@@ -14,11 +14,13 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from engine import audio, families, heap, models
+from engine.background import in_background
 from engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
 from engine.cpu.ops import blas_threads
 from engine.silero import SileroModel
@@ -87,10 +89,8 @@ class Engine:
         # file's header both were Python work under one GIL, and Silero's 30-40 ms lengthened
         # the load on an H200 host. The first piece of audio waits for them if it comes sooner.
         self._vad_loaded: Future | None = None
-        if vad:
-            loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-vad")
-            self._vad_loaded = loader.submit(self._load_vad, notify)
-            loader.shutdown(wait=False)
+        if vad:  # not a daemon: a first start fetches the model, which exiting must not cut short
+            self._vad_loaded = in_background(partial(self._load_vad, notify), "engine-vad", daemon=False)
         self.lock = threading.RLock()
         self.pass_seconds = 0.0  # how long the last stream pass took: whether passes can keep up (engine.stream)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from concurrent.futures import Future
 
 import wgpu
 
+from engine.background import in_background
 from engine.errors import DeviceOpenError, GpuError
 from engine.gpu import instance
 
@@ -111,18 +111,15 @@ class Device:
         self.trap = _ErrorTrap()
         logging.getLogger("wgpu").addHandler(self.trap)
         self._opened: wgpu.GPUDevice | None = None
-        self._opening: Future = Future()
-        threading.Thread(target=self._open, name="gpu-device", daemon=True).start()
+        self._opening: Future[wgpu.GPUDevice] = in_background(self._open, "gpu-device")
 
-    def _open(self) -> None:
+    def _open(self) -> wgpu.GPUDevice:
         try:
-            device = self.adapter.request_device_sync(required_features=self.features, required_limits=self.limits)
+            return self.adapter.request_device_sync(required_features=self.features, required_limits=self.limits)
         except Exception as error:  # noqa: BLE001 - wgpu raises several unrelated types here
             reason = " ".join(str(error).split())  # on one line: wgpu's message spans several
-            self._opening.set_exception(DeviceOpenError(
-                f"Could not open the GPU device {self.info['device']!r} ({reason}). Update its driver or run with --device cpu."))
-        else:
-            self._opening.set_result(device)
+            raise DeviceOpenError(f"Could not open the GPU device {self.info['device']!r} ({reason}). "
+                                  "Update its driver or run with --device cpu.") from None
 
     @property
     def device(self) -> wgpu.GPUDevice:

@@ -18,9 +18,10 @@ import importlib.util
 import logging
 import os
 import sys
-import threading
 from concurrent.futures import Future
 from pathlib import Path
+
+from engine.background import in_background
 
 log = logging.getLogger(__name__)
 
@@ -57,28 +58,24 @@ def _library() -> Path | None:
 
 def start(ffi) -> None:
     """Begin creating the instance on a thread, through ``ffi`` (the FFI that wgpu-py will use, so
-    that the handle is of its type)."""
+    that the handle is of its type). A failure is ``adopt``'s to handle: wgpu-py creates one instead."""
     global _started
     library = _library()
     if _started is not None or library is None:
         return
-    _started = Future()
 
-    def create() -> None:
+    def create():
         global _lib
-        try:
-            lib = _lib = ffi.dlopen(str(library))
-            extras = ffi.new("WGPUInstanceExtras *")
-            extras.chain.sType = lib.WGPUSType_InstanceExtras
-            extras.backends = PRIMARY_BACKENDS
-            extras.flags = NO_FLAGS
-            descriptor = ffi.new("WGPUInstanceDescriptor *")
-            descriptor.nextInChain = ffi.cast("WGPUChainedStruct *", extras)
-            _started.set_result(lib.wgpuCreateInstance(descriptor))
-        except Exception as error:  # noqa: BLE001 - ``adopt`` has wgpu-py create one instead
-            _started.set_exception(error)
+        lib = _lib = ffi.dlopen(str(library))
+        extras = ffi.new("WGPUInstanceExtras *")
+        extras.chain.sType = lib.WGPUSType_InstanceExtras
+        extras.backends = PRIMARY_BACKENDS
+        extras.flags = NO_FLAGS
+        descriptor = ffi.new("WGPUInstanceDescriptor *")
+        descriptor.nextInChain = ffi.cast("WGPUChainedStruct *", extras)
+        return lib.wgpuCreateInstance(descriptor)
 
-    threading.Thread(target=create, name="wgpu-instance", daemon=True).start()
+    _started = in_background(create, "wgpu-instance")
 
 
 def adopt() -> None:
