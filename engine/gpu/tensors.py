@@ -257,18 +257,17 @@ class ModelUpload:
         """``weight``'s buffers, mapped, of [n_pad, cols] items for each part (rows, cols, label):
         ``rows`` [n, ...] holds each row's items, at most ``cols``, in its trailing axes (a view into
         the file). A chunk of rows of every part at a time, then the file's pages under them go."""
-        targets = []
+        buffers, targets = [], []
         for rows, cols, label in parts:
             buffer = self.device.buffer(weight.n_pad * cols * rows.dtype.itemsize, label=label, mapped=True)
             self.mapped.append(buffer)  # one bytecode under the GIL: safe from several threads
             mapping = buffer._experimental_get_mapped_range(0, buffer.size)  # wgpu is pinned (pyproject)
+            buffers.append(buffer)
             targets.append(np.frombuffer(mapping, rows.dtype, weight.n_pad * cols).reshape(weight.n_pad, cols))
-            if weight.data is None:
-                weight.data = buffer
-            else:
-                weight.scales = buffer
+        weight.data, weight.scales = buffers[0], (buffers[1] if len(buffers) > 1 else None)
         n = weight.n
-        step = max(1, UPLOAD_CHUNK // max(cols * rows.dtype.itemsize for rows, cols, _ in parts))
+        widest = max(target.strides[0] for target in targets)  # bytes of a row
+        step = max(1, UPLOAD_CHUNK // widest)
         for start in range(0, n, step):
             for (rows, _, _), target in zip(parts, targets):
                 chunk = rows[start : start + step]
