@@ -18,17 +18,15 @@ the same ``Engine.transcribe_piece`` on the same samples.
   frame is computed once, by the first pass that needs it. What follows the frontend (Moonshine's
   GroupNorm over the whole utterance, every encoder's attention, the decoder's cross-attention) depends
   on all of the audio, so each pass runs the encoder again and decodes greedily from the start.
-* When the speaker pauses, the VAD closes the segment and, its margin in, the span ends before the audio
-  does: only new speech can change it. That pass is the piece's final one unless the speaker goes on,
-  so it runs at once, cadence or not. A piece cut at the 30 s limit is final too.
-* ``finish`` takes every pass whose key matches the recording's and runs what is missing: nothing when
-  the speaker paused before the key-up (its pass is done or running), the last piece when they spoke
-  right up to it.
+* A piece is transcribed whole once it holds speech (``engine.vad``): its final pass is the one on all
+  of its audio, run when the piece is cut at the 30 s limit or at ``finish``.
+* ``finish`` takes every pass whose key matches the recording's and runs what is missing: the last
+  piece, and any cut piece whose pass is not done yet.
 
 Passes while speech goes on give the partial text. Each costs more than the last (the encoder sees the
 whole piece), so they keep to real time: another starts only when the audio that arrived since the
 last one started is at least as long as that pass took, and at least ``MIN_STEP``; until then it is
-skipped, never queued. A partial pass under way when the speaker pauses (or at ``finish``) is stale:
+skipped, never queued. A partial pass under way when its piece is cut (or at ``finish``) is stale:
 families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
 the pass that counts starts at once. With the others (Whisper) it runs to its end first, so for them
 passes on the unfinished piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the engine
@@ -55,7 +53,7 @@ from engine.vad import PAUSE_SECONDS, Vad, VadStatus
 log = logging.getLogger(__name__)
 
 FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (the app's tick, the bench's chunk):
-# the VAD sees the speaker's pause, and the final pass starts, at most this late
+# the VAD sees the speaker's pause (hands-free dictation stops) at most this late
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
@@ -225,23 +223,16 @@ class StreamSession:
                 return _Pass(piece, piece.pcm, span, language, self._samples)
             if "interrupt" not in self.engine.hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
                 return None  # a pass the key-up might have to wait for: leave it all to finish()
-            pcm = self._cutter.rest
-            if span[1] < len(pcm) or (self.partials and self._due(now)):
-                return _Pass(piece, pcm, span, language, self._samples)
+            if self.partials and self._due(now):
+                return _Pass(piece, self._cutter.rest, span, language, self._samples)
             return None
         return None
 
     def _drop_stale_pass(self) -> None:
-        """Interrupt the pass under way if its piece's span has settled on another one (called with the
-        lock held): the speaker paused, or the piece was cut, so that pass's text is already old."""
+        """Interrupt the pass under way if its piece was cut since it started (called with the lock held):
+        the piece's final pass, on all of its audio, is the one that counts now."""
         job = self._in_flight
-        if job is None or job.interrupt.is_set():
-            return
-        piece = job.piece
-        settled = piece.span if piece.pcm is not None else self._live_span(piece)
-        if piece.pcm is None and settled is not None and settled[1] >= len(self._cutter.rest):
-            settled = None  # still growing: the pass under way is as good as any partial
-        if settled is not None and settled != job.span:
+        if job is not None and not job.interrupt.is_set() and job.piece.pcm is not None and job.span != job.piece.span:
             job.interrupt.set()
 
     def _due(self, now: float) -> bool:

@@ -2,8 +2,17 @@
 
 Whisper, given silence or hiss, writes what its training subtitles said over silence ("Thank you.",
 "you"); Moonshine babbles. So every piece of audio is first run through Silero VAD (v6, MIT licence):
-a take with no speech gives no text, and a take with speech is trimmed to it (with a margin), which
-also spares the model the pauses before and after the words.
+a take with no speech gives no text and never reaches the model.
+
+Voice detection decides *whether* a piece holds speech (and so whether the model runs at all), never
+how much of a spoken piece the model hears: a piece with speech goes to the model whole. Silero starts
+a segment only once a window is clearly speech, which on a soft onset (a quiet first syllable,
+telephone-band audio) comes after the first word has begun, and ends it before a soft last consonant
+fades. Trimming a piece to its segments lost first words ("Please wait while..." came out as "Wait
+while..."), and even a margin of a second around them changed words elsewhere in a 30 s window, since
+Whisper's text depends on where in its window the speech falls. Both model families give the same text
+with long silence or noise around speech as without, so the whole piece costs no accuracy; it costs a
+live dictation its early final pass (``engine.stream``).
 
 The model is the ONNX file from the ``silero-vad`` package on PyPI. That package depends on PyTorch,
 which Sayso doesn't need, so the wheel is fetched on its own with pip (``download_wheel``, no
@@ -13,8 +22,7 @@ network in numpy with the file's weights. It reads 512 samples (32 ms at 16 kHz)
 probability that the window holds speech.
 
 Windows are turned into speech segments as Silero's ``get_speech_timestamps`` does (hysteresis between
-two thresholds, short blips dropped, a margin around each segment). The same ``Vad`` object serves a
-whole file and a live stream: fed all at once or in chunks of any size, it runs the same windows in the
+two thresholds, short blips dropped). The same ``Vad`` object serves a whole file and a live stream: fed all at once or in chunks of any size, it runs the same windows in the
 same order, so a dictation's segments equal those of the finished recording.
 """
 
@@ -33,7 +41,6 @@ THRESHOLD = 0.5  # a window at or above this starts speech
 NEG_THRESHOLD = 0.35  # a window below this, in speech, may end it (Silero's threshold - 0.15)
 MIN_SPEECH = 4000  # samples (0.25 s): shorter bursts are clicks or breaths, not words
 MIN_SILENCE = 1600  # samples (0.1 s) of quiet that end a segment
-SPEECH_PAD = 1600  # samples (0.1 s) kept before and after each segment: soft onsets and word endings
 PAUSE_SECONDS = 0.8  # hands-free dictation stops after this long a pause
 
 PACKAGE, VERSION = "silero-vad", "6.2.3"
@@ -139,29 +146,27 @@ class Vad:
         return VadStatus(speech=open_ended, ended=heard is not None and self.samples - heard >= self.pause)
 
     def segments(self) -> list[tuple[int, int]]:
-        """Speech as (start, end) sample indices, margins included, as if the audio ended now."""
+        """Speech as (start, end) sample indices of Silero's windows, as if the audio ended now."""
         probabilities = self.probabilities
         if len(self._pending):
             last = np.concatenate([self._context, self._pending, np.zeros(WINDOW - len(self._pending), np.float32)])
             probabilities = [*probabilities, float(self.model.run(last[None], self._state)[0][0])]
-        raw, _ = _raw_segments(probabilities, self.samples)
-        return _padded(raw, self.samples)
+        return _raw_segments(probabilities, self.samples)[0]
 
     def span(self) -> tuple[int, int] | None:
-        """(start of the first segment, end of the last) as if the audio ended now; None when silent."""
-        found = self.segments()
-        return (found[0][0], found[-1][1]) if found else None
+        """What the model hears, as if the audio ended now: all of it when it holds speech, else None."""
+        return (0, self.samples) if self.segments() else None
 
 
 def speech_segments(pcm: np.ndarray) -> list[tuple[int, int]]:
-    """Speech in 16 kHz audio as (start, end) sample indices, margins included; [] for silence."""
+    """Speech in 16 kHz audio as (start, end) sample indices; [] for silence."""
     vad = Vad()
     vad.feed(pcm)
     return vad.segments()
 
 
 def speech_span(pcm: np.ndarray) -> tuple[int, int] | None:
-    """The stretch of ``pcm`` from its first speech to its last (margins included), or None."""
+    """The stretch of ``pcm`` a model hears (``Vad.span``): all of it when it holds speech, else None."""
     vad = Vad()
     vad.feed(pcm)
     return vad.span()
@@ -195,19 +200,3 @@ def _raw_segments(probabilities, n_samples: int) -> tuple[list[tuple[int, int]],
         found.append((start, n_samples))
     return found, open_ended
 
-
-def _padded(raw: list[tuple[int, int]], n_samples: int) -> list[tuple[int, int]]:
-    """Widen each segment by SPEECH_PAD within the audio; a gap too short for two margins is split."""
-    starts = [max(0, s - SPEECH_PAD) if i == 0 else s for i, (s, _) in enumerate(raw)]
-    ends = [e for _, e in raw]
-    for i in range(len(raw) - 1):
-        gap = starts[i + 1] - ends[i]
-        if gap < 2 * SPEECH_PAD:
-            ends[i] += gap // 2
-            starts[i + 1] = max(0, starts[i + 1] - gap // 2)
-        else:
-            ends[i] = min(n_samples, ends[i] + SPEECH_PAD)
-            starts[i + 1] = max(0, starts[i + 1] - SPEECH_PAD)
-    if raw:
-        ends[-1] = min(n_samples, ends[-1] + SPEECH_PAD)
-    return list(zip(starts, ends))

@@ -45,8 +45,8 @@ def chunks(pcm: np.ndarray, seed: int):
 def test_final_equals_offline_for_every_clip(engines, model, monkeypatch):
     """Passes run inside ``feed`` (no thread), so which passes ran before the end is the same on every
     run. Moonshine runs partial passes too, one a second (each reusing the stem rows of the one before);
-    for Whisper, whose every pass encodes 30 s, only the passes at pauses run (as they would on a GPU:
-    the budget that stops them on a CPU is lifted), and they reuse frames too."""
+    for Whisper, whose every pass encodes 30 s, only a piece cut at the 30 s limit is transcribed before
+    the end (``partials`` off); the budget that stops passes on a CPU is lifted, as on a GPU."""
     monkeypatch.setattr("engine.stream.MIN_STEP", 1.0)
     monkeypatch.setattr("engine.stream.UNINTERRUPTIBLE_BUDGET", 60.0)
     engine = engines[model]
@@ -72,21 +72,17 @@ def test_partial_text_while_speaking(engines, model, monkeypatch):
     assert session.finish() == engines[model].transcribe(pcm)
 
 
-def test_passes_on_the_session_thread_keep_up_and_finish_early(engines):
+def test_passes_on_the_session_thread_show_text_while_audio_arrives(engines):
     """Fed at four times real time, Moonshine tiny's passes run on the session's own thread: text
-    arrives while audio still does, and after the pause that ends the speech the final pass is (or
-    is nearly) done when ``finish`` is called."""
+    arrives while audio still does, and ``finish`` runs the final pass on the whole take."""
     engine = engines["moonshine-tiny"]
-    pcm = load_audio(AUDIO / "beckett.wav")  # speech ends 0.9 s before the end
+    pcm = load_audio(AUDIO / "beckett.wav")
     session = engine.stream()
     shown = []
     for start in range(0, len(pcm), 1600):
         shown.append(session.feed(pcm[start : start + 1600]))
         time.sleep(0.1 / 4)
-    time.sleep(1.0)
-    started = time.perf_counter()
     transcript = session.finish()
-    assert time.perf_counter() - started < 0.05  # nothing left to do
     assert any(shown) and transcript == engine.transcribe(pcm)
     assert "fail better" in transcript.text.lower()
 
