@@ -1,20 +1,24 @@
-"""Accuracy of our Whisper against transcribe.cpp on the shared clips, with the cause of every difference.
+"""Accuracy of our engine against transcribe.cpp on the shared clips, with the cause of every difference.
 
-    python -m engine.accuracy MODEL [--device cpu|gpu] [--json] [--vad] [--audio DIR]
+    python -m engine.accuracy MODEL [--device cpu|gpu] [--json] [--vad] [--telephone] [--audio DIR]
 
 For each clip of ``DIR/transcripts.tsv`` (default ``$SAYSO_SHARED/audio``, else the checkout's sibling
-``../shared/audio``) the whole file is transcribed by our ``Engine`` (so a clip over 30 s takes the
-long-audio path: cut at a quiet moment, windows resumed at the last closed segment) and by
-transcribe.cpp on the same GGUF file and the same audio (16 kHz mono from ``engine.audio.load_audio``).
-The engine's VAD trimming is off unless ``--vad`` is given, so both decoders hear the same samples.
+``../shared/audio``) the audio (16 kHz mono from ``engine.audio.load_audio``; ``--telephone``: its
+telephone-band version, ``telephone_band``) is transcribed by our ``Engine`` and by transcribe.cpp on
+the same GGUF file. transcribe.cpp is handed exactly the PCM our engine transcribes: the pieces the
+engine cuts a clip into (``engine.segmenter``; one piece below 30 s), each run on its own and the texts
+joined. Whisper and Moonshine models are compared.
 
-Where the texts differ, the first differing token is located and our decoder's logits at that step are
-looked up (they were recorded while the engine ran): both decoders are greedy, so a difference that
-starts where our two best tokens are nearly tied is rounding (Q8_0 dot products, float16 caches,
-summation order), not a bug. A difference is a
-**near-tie** when, at that step and after the logit rules, our pick's logit exceeds transcribe.cpp's
-pick's logit by less than ``NEAR_TIE_LOGITS`` (0.5, about a 1.65x probability ratio). Their pick is
-usually our runner-up, and then this margin is the top-2 margin; it can't be smaller than that one.
+Where the texts differ, the first differing token is located and both engines' logits at that step
+are compared: both decoders are greedy, so a difference that starts where the two engines' best tokens
+are nearly tied is rounding (Q8_0 dot products, each CPU's kernels, summation order), not a bug. A
+difference is a **near-tie** when the two engines disagree about its two tokens by less than
+``NEAR_TIE_LOGITS``: our pick's lead over transcribe.cpp's pick in our logits, plus transcribe.cpp's
+pick's lead over ours in its logits after the same text (``their_margin``). transcribe.cpp's side is
+read from its dumped logits (``TRANSCRIBE_DUMP_DIR``) in a run forced through the common text with its
+``prefix`` option (Whisper only: its Moonshine takes no prefix; then only our side counts). A forced
+prefix is decoded without timestamps, so transcribe.cpp's lead there is measured in a slightly other
+context than the one the texts parted in.
 
 transcribe.cpp returns text, not token ids, so texts are compared byte by byte: the first differing
 step is the first of our sampled text tokens that doesn't continue transcribe.cpp's text, and its pick
@@ -22,8 +26,9 @@ there is taken as the token our model scores highest among those that do continu
 timestamp where its text ended). That favours transcribe.cpp's side, so a verdict of "not a near-tie"
 is never an artefact of guessing its tokens. (Re-encoding its text would also be wrong for models
 whose tokenizer lacks a BPE merge, as whisper-base's does.) Our side's logits are the ones the engine
-computed: the transcriber's model is wrapped by ``WindowRecorder``, which keeps every step's logits of
-every window the engine decoded, so nothing is decoded twice.
+computed: a Whisper transcriber's model is wrapped by ``WindowRecorder``, which keeps every step's
+logits of every window the engine decoded, so nothing is decoded twice; a Moonshine piece is decoded
+again, forced through our tokens, up to the step where the texts part.
 
 Word error rates against the references use ``engine.wer`` (its docstring gives the normalisation) and
 are pooled over all clips.
@@ -35,7 +40,9 @@ import argparse
 import csv
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -47,7 +54,9 @@ from engine.backend import DeviceChoice
 from engine.cpu.ops import whisper_allowed_logits
 from engine.engine import Engine
 from engine.errors import SaysoError
+from engine.moonshine import MoonshineTranscriber
 from engine.ops import WhisperRules
+from engine.segmenter import SAMPLE_RATE, pieces
 from engine.transcript import Transcript
 from engine.wer import ErrorCount, count_errors
 from engine.whisper import WhisperTranscriber
@@ -55,8 +64,63 @@ from engine.whisper.decode import WINDOW_SECONDS, DecodingResult, logit_rules, s
 from engine.whisper.model import WhisperModel
 from engine.whisper.tokenizer import Tokenizer
 
-NEAR_TIE_LOGITS = 0.5
-"""A difference is a near-tie when our pick beat transcribe.cpp's by less than this many logits."""
+NEAR_TIE_LOGITS = 1.0
+"""A difference is a near-tie when the engines' leads for their own picks add up to less than this many
+logits (about a 2.7x probability ratio). Given the same tokens, the two engines' logit differences
+between two tokens agree to within a few hundredths of a logit on one CPU; across CPUs each engine's
+kernels change (ONNX Runtime's and ggml's builds for each instruction set), and one pick's lead moved
+past half a logit."""
+
+TELEPHONE_BAND = (300.0, 3400.0)  # Hz kept by a phone line, sampled at 8 kHz
+
+
+def telephone_band(pcm: np.ndarray) -> np.ndarray:
+    """16 kHz ``pcm`` as a phone line carries it: down to 8 kHz, only ``TELEPHONE_BAND`` kept (an FFT
+    brick wall), back up to 16 kHz. Soft onsets get softer, which is what loses first words."""
+    import soxr
+
+    narrow = soxr.resample(pcm, SAMPLE_RATE, 8000)
+    spectrum = np.fft.rfft(narrow)
+    frequencies = np.fft.rfftfreq(len(narrow), 1 / 8000)
+    low, high = TELEPHONE_BAND
+    spectrum[(frequencies < low) | (frequencies > high)] = 0
+    return soxr.resample(np.fft.irfft(spectrum, len(narrow)).astype(np.float32), 8000, SAMPLE_RATE)
+
+
+def transcribe_cpp_run(model_path: Path, pcm: np.ndarray, folder: Path, prefix: str | None = None,
+                       ) -> tuple[dict[str, np.ndarray], list[tuple[int, int]], str]:
+    """transcribe.cpp on ``pcm`` in a process of its own with its tensors dumped into ``folder``
+    (it reads ``TRANSCRIBE_DUMP_DIR`` once, when it loads): (tensor name -> array, tokens as (id, start
+    ms), text). ``prefix``: text the decoder is forced through first."""
+    np.save(folder / "pcm.npy", pcm)
+    dumps_dir = folder / "dumps"
+    dumps_dir.mkdir()
+    script = ("import json, sys, numpy, transcribe_cpp; "
+              "r = transcribe_cpp.Model(sys.argv[1]).session().run(numpy.load(sys.argv[2]), prefix=sys.argv[3] or None); "
+              "print(json.dumps([[(t.id, t.t0_ms) for t in r.tokens], r.text]))")
+    env = dict(os.environ, TRANSCRIBE_DUMP_DIR=str(dumps_dir))
+    run = subprocess.run([sys.executable, "-c", script, str(model_path), str(folder / "pcm.npy"), prefix or ""],
+                         env=env, check=True, capture_output=True, text=True)
+    dumps = {}
+    for meta in dumps_dir.glob("*.json"):
+        shape = json.loads(meta.read_text())["shape"]
+        dumps[meta.stem] = np.fromfile(meta.with_suffix(".f32"), np.float32).reshape(shape)
+    tokens, text = json.loads(run.stdout.splitlines()[-1])
+    return dumps, [tuple(token) for token in tokens], text
+
+
+def their_logits_after(model_path: Path, pcm: np.ndarray, prefix: str) -> np.ndarray | None:
+    """transcribe.cpp's logits [n_vocab] (before any rule) for the token after ``prefix`` in ``pcm``,
+    or None where it can't say (no prefix, or a model family that takes none)."""
+    if not prefix:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            dumps, _, _ = transcribe_cpp_run(model_path, pcm, Path(folder), prefix)
+        except subprocess.CalledProcessError:
+            return None
+    rows = dumps.get("dec.logits_raw")
+    return None if rows is None or rows.ndim != 2 else rows[-1]
 
 
 def default_audio_dir() -> Path:
@@ -85,7 +149,9 @@ class Divergence:
 
     ``ours``/``theirs``: the two picks as token text (``theirs`` as explained in the module docstring);
     ``top2``: our two best tokens and their logits after the logit rules; ``margin``: our pick's logit
-    minus theirs (infinite when the rules forbid every token that continues their text).
+    minus theirs (infinite when the rules forbid every token that continues their text);
+    ``their_margin``: their pick's logit minus ours in transcribe.cpp's logits after the same text
+    (None where it can't be measured).
     """
 
     window: int
@@ -94,10 +160,16 @@ class Divergence:
     theirs: str
     top2: list[tuple[str, float]]
     margin: float
+    their_margin: float | None = None
+
+    @property
+    def disagreement(self) -> float:
+        """How many logits apart the engines are on the two tokens (a lead not had counts as 0)."""
+        return self.margin + max(0.0, self.their_margin or 0.0)
 
     @property
     def near_tie(self) -> bool:
-        return self.margin < NEAR_TIE_LOGITS
+        return self.disagreement < NEAR_TIE_LOGITS
 
 
 @dataclass
@@ -198,52 +270,66 @@ def kept_tokens(tokenizer: Tokenizer, windows: list[list[int]], transcript: Tran
 
 
 class Evaluator:
-    """One Whisper model loaded in our engine (on ``device``) and in transcribe.cpp, compared clip by clip.
+    """One Whisper or Moonshine model loaded in our engine (on ``device``) and in transcribe.cpp,
+    compared clip by clip.
 
-    ``vad``: trim each piece to its speech first, as the app does. Off by default, so that both decoders
-    hear the same audio; with it the near-tie analysis still runs, but a trimmed window is another input
-    and its differences say nothing about rounding.
+    ``vad``: voice detection on, as the app has it: a piece without speech is skipped (transcribe.cpp
+    still hears it); a piece with speech is heard whole either way. ``transform``: what is done to each
+    clip's audio before both engines hear it (``telephone_band``).
     """
 
-    def __init__(self, model: str, device: DeviceChoice = "cpu", vad: bool = False):
+    def __init__(self, model: str, device: DeviceChoice = "cpu", vad: bool = False, transform=None):
         import transcribe_cpp  # the reference is needed here only, not by the app
 
         self.path = models.resolve(model)
         self.vad = vad
+        self.transform = transform
         self.engine = Engine(self.path, device=device, vad=vad)
         transcriber = self.engine.transcriber
-        if not isinstance(transcriber, WhisperTranscriber):
-            raise SaysoError(f"{model} isn't a Whisper model; engine.accuracy compares Whisper models only.")
+        self.recorder = None
+        if isinstance(transcriber, WhisperTranscriber):
+            self.recorder = WindowRecorder(transcriber.model)
+            transcriber.model = self.recorder
+        elif not isinstance(transcriber, MoonshineTranscriber):
+            raise SaysoError(f"{model} is neither a Whisper nor a Moonshine model; engine.accuracy compares those.")
         self.tokenizer = transcriber.tokenizer
-        self.recorder = WindowRecorder(transcriber.model)
-        transcriber.model = self.recorder
         self.reference = transcribe_cpp.Model(str(self.path))
 
     def describe(self) -> str:
-        trimmed = ", pieces trimmed to speech (VAD)" if self.vad else ""
-        return f"{self.engine.describe()}{trimmed} vs transcribe.cpp, {self.path.name}"
+        detected = ", voice detection on" if self.vad else ""
+        heard = f", {self.transform.__name__.replace('_', ' ')}" if self.transform else ""
+        return f"{self.engine.describe()}{detected}{heard} vs transcribe.cpp, {self.path.name}"
 
     def evaluate(self, audio_dir: Path, clip: Clip) -> ClipResult:
-        path = audio_dir / clip.file
-        self.recorder.clear()
-        ours = self.engine.transcribe_file(path)
-        theirs = self.reference.session().run(load_audio(path))
-        result = ClipResult(clip.file, clip.reference, ours.text, theirs.text,
-                            count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs.text))
+        pcm = load_audio(audio_dir / clip.file)
+        if self.transform is not None:
+            pcm = self.transform(pcm)
+        cut = [piece for _, piece in pieces([pcm], max_seconds=self.engine.transcriber.window_seconds)]
+        if self.recorder is not None:
+            self.recorder.clear()
+        ours = self.engine.transcribe(pcm)
+        their_pieces = [self.reference.session().run(piece).text.strip() for piece in cut]
+        theirs = " ".join(text for text in their_pieces if text)
+        result = ClipResult(clip.file, clip.reference, ours.text, theirs,
+                            count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs))
         if not result.equal:
-            result.divergence = self.first_divergence(ours, theirs.text)
+            if self.recorder is not None:
+                result.divergence = self.whisper_divergence(ours, cut, their_pieces)
+            else:
+                result.divergence = self.moonshine_divergence(ours, cut, their_pieces)
         return result
 
-    def first_divergence(self, ours: Transcript, theirs: str) -> Divergence | None:
-        """Our logits where our sampled text first leaves the text ``theirs`` (None if it never does, or
-        if the engine decoded no window at all)."""
+    def whisper_divergence(self, ours: Transcript, cut: list[np.ndarray], their_pieces: list[str]) -> Divergence | None:
+        """Our logits where our sampled text first leaves transcribe.cpp's (None if it never does, or if
+        the engine decoded no window at all), and transcribe.cpp's after the same text."""
         tokenizer = self.tokenizer
         if not self.recorder.windows:
             return None
+        theirs = " ".join(text for text in their_pieces if text)
         rules = logit_rules(self.recorder.model.config, tokenizer, timestamps=True)
         tokens, allowed = zip(*(greedy_tokens(steps, rules) for steps in self.recorder.windows))
         kept = kept_tokens(tokenizer, list(tokens), ours)
-        their_bytes = f" {theirs.strip()}".encode() if theirs.strip() else b""  # our segments open with a space token
+        their_bytes = f" {theirs}".encode() if theirs else b""  # our segments open with a space token
         at = 0  # bytes of their text matched so far
         for window, step, opens_segment in kept:
             piece = tokenizer.token_bytes(tokens[window][step])
@@ -260,10 +346,13 @@ class Evaluator:
         logits = allowed[window][step]
         ours_id, runner_up = (int(i) for i in np.argsort(-logits, kind="stable")[:2])  # first index on ties, as argmax
         theirs_id = max(self.continuations(their_bytes[at:]), key=lambda t: logits[t])
+        index, prefix = piece_prefix(their_pieces, at)
+        after = their_logits_after(self.path, cut[index], prefix)
         return Divergence(
             window, step, tokenizer.token_text(ours_id), tokenizer.token_text(theirs_id),
             [(tokenizer.token_text(i), float(logits[i])) for i in (ours_id, runner_up)],
             float(logits[ours_id] - logits[theirs_id]),
+            None if after is None else float(after[theirs_id] - after[ours_id]),
         )
 
     def continuations(self, rest: bytes) -> list[int]:
@@ -274,6 +363,59 @@ class Evaluator:
             return [config.eot, *range(tokenizer.timestamp_begin, config.n_vocab)]
         texts = ((t, tokenizer.token_bytes(t)) for t in range(tokenizer.timestamp_begin) if not tokenizer.is_special(t))
         return [t for t, text in texts if text and rest.startswith(text)]
+
+    def moonshine_divergence(self, ours: Transcript, cut: list[np.ndarray], their_pieces: list[str]) -> Divergence | None:
+        """The first piece whose texts differ, decoded again forced through our tokens up to the step
+        where our text leaves transcribe.cpp's; our logits there (transcribe.cpp's Moonshine takes no
+        prefix, so only our side is measured)."""
+        transcriber, tokenizer = self.engine.transcriber, self.tokenizer
+        model = transcriber.model
+        starts = [0]
+        for piece in cut[:-1]:
+            starts.append(starts[-1] + len(piece))
+        by_start = {round(segment.start * SAMPLE_RATE): segment for segment in ours.segments}
+        for index, (start, piece, theirs) in enumerate(zip(starts, cut, their_pieces)):
+            segment = by_start.get(start)
+            mine = segment.text if segment is not None else ""
+            if mine == theirs:
+                continue
+            ids = [token.id for token in segment.tokens] if segment is not None else []
+            step = next((k for k in range(1, len(ids) + 1) if not theirs.startswith(tokenizer.decode(ids[:k]).strip())),
+                        len(ids) + 1) - 1
+            state = model.decoder_session(model.encode(piece))
+            logits = model.decode_step(state, model.config.decoder_start)
+            for token in ids[:step]:
+                logits = model.decode_step(state, token)
+            logits = logits.astype(np.float64)
+            ours_id = ids[step] if step < len(ids) else model.config.eos
+            said = tokenizer.decode(ids[:step]).strip()
+            if said == theirs:
+                candidates = [model.config.eos]
+            else:
+                candidates = [t for t in range(len(logits)) if not tokenizer.is_special(t)
+                              and len(grown := tokenizer.decode([*ids[:step], t]).strip()) > len(said)
+                              and theirs.startswith(grown)]
+            if not candidates:
+                return Divergence(index, step, tokenizer.decode([ours_id]), "", [], float("inf"))
+            theirs_id = max(candidates, key=lambda t: logits[t])
+            runner_up = int(np.argsort(-logits, kind="stable")[1])
+            return Divergence(index, step, tokenizer.token_bytes(ours_id).decode(errors="replace"),
+                              tokenizer.token_bytes(theirs_id).decode(errors="replace"),
+                              [(tokenizer.token_bytes(i).decode(errors="replace"), float(logits[i])) for i in (ours_id, runner_up)],
+                              float(logits[ours_id] - logits[theirs_id]))
+        return None
+
+
+def piece_prefix(their_pieces: list[str], at: int) -> tuple[int, str]:
+    """Which piece the byte ``at`` of ``" " + " ".join(texts)`` falls in, and that piece's text before it."""
+    start = 0
+    nonempty = [(index, text) for index, text in enumerate(their_pieces) if text]
+    for index, text in nonempty:
+        end = start + 1 + len(text.encode())
+        if at <= end or (index, text) == nonempty[-1]:
+            return index, f" {text}".encode()[: max(0, at - start)].decode(errors="ignore").strip()
+        start = end
+    return 0, ""
 
 
 def summary(results: list[ClipResult]) -> dict:
@@ -300,8 +442,9 @@ def clip_lines(r: ClipResult) -> list[str]:
     if d is not None:
         top2 = ", ".join(f"{text!r} {logit:.3f}" for text, logit in d.top2)
         verdict = f"near-tie (< {NEAR_TIE_LOGITS})" if d.near_tie else f"NOT a near-tie (>= {NEAR_TIE_LOGITS})"
+        their_side = "not measured" if d.their_margin is None else f"{d.their_margin:.3f}"
         lines.append(f"  first difference: window {d.window} step {d.step}: ours {d.ours!r}, theirs {d.theirs!r}; "
-                     f"our top-2 {top2}; margin {d.margin:.3f}: {verdict}")
+                     f"our top-2 {top2}; our lead {d.margin:.3f}, theirs {their_side}: {verdict}")
     elif not r.equal:
         lines.append("  no sampled token differs: the texts differ in spacing, or no window was decoded")
     lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} "
@@ -327,16 +470,18 @@ def as_json(r: ClipResult) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.accuracy", description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="model name (whisper-tiny.en, whisper-base) or .gguf path")
+    parser.add_argument("model", help="model name (whisper-tiny.en, whisper-base, moonshine-tiny, ...) or .gguf path")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the report")
-    parser.add_argument("--vad", action="store_true", help="trim our pieces to speech as the app does "
-                        "(transcribe.cpp still hears the whole file)")
+    parser.add_argument("--vad", action="store_true", help="voice detection on, as in the app: our pieces "
+                        "without speech are skipped (transcribe.cpp still hears them)")
+    parser.add_argument("--telephone", action="store_true", help="both engines hear each clip's telephone-band "
+                        "version (8 kHz, 300-3400 Hz, back to 16 kHz)")
     parser.add_argument("--audio", type=Path, default=None, help="folder holding transcripts.tsv "
                         "(default: $SAYSO_SHARED/audio, else ../shared/audio beside the checkout)")
     args = parser.parse_args()
     audio_dir = args.audio or default_audio_dir()
-    evaluator = Evaluator(args.model, args.device, vad=args.vad)
+    evaluator = Evaluator(args.model, args.device, vad=args.vad, transform=telephone_band if args.telephone else None)
     if not args.json:
         print(evaluator.describe(), flush=True)
     results = []

@@ -3,6 +3,7 @@
 # `.venv` at the repository root with the `sayso` command in it.
 #   bash packaging/setup.sh          # what the app needs
 #   bash packaging/setup.sh --test   # plus what the test suite needs (Xvfb, PulseAudio, xdotool, ...)
+# Python packages are installed at the versions pinned in packaging/constraints.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ fi
 
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".${extras}"
+.venv/bin/python -m pip install -q -c packaging/constraints.txt -e ".${extras}"
 # Fetch what the first start would otherwise download (the voice activity model), so that it works offline.
 .venv/bin/python -c "from engine.vad import model_path; model_path()" || echo "Voice activity model not fetched: the app will try again on first start."
 echo "Sayso is set up: run .venv/bin/sayso"

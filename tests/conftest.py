@@ -4,10 +4,7 @@ backend per session, Qt signal waits, transcribe.cpp's tokens and dumped tensors
 from __future__ import annotations
 
 import csv
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -108,16 +105,7 @@ def reference_tokens(path, pcm) -> tuple[list[tuple[int, int]], str]:
 
 def reference_dumps(model_path, pcm, folder) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
     """transcribe.cpp's dumped tensors (name -> array) and its tokens (id, start ms) for ``pcm``."""
-    np.save(folder / "pcm.npy", pcm)
-    (folder / "dumps").mkdir()
-    script = ("import json, sys, numpy, transcribe_cpp; "
-              "r = transcribe_cpp.Model(sys.argv[1]).session().run(numpy.load(sys.argv[2])); "
-              "print(json.dumps([(t.id, t.t0_ms) for t in r.tokens]))")
-    env = dict(os.environ, TRANSCRIBE_DUMP_DIR=str(folder / "dumps"))
-    run = subprocess.run([sys.executable, "-c", script, str(model_path), str(folder / "pcm.npy")], env=env, check=True,
-                         capture_output=True, text=True)
-    dumps = {}
-    for meta in (folder / "dumps").glob("*.json"):
-        shape = json.loads(meta.read_text())["shape"]
-        dumps[meta.stem] = np.fromfile(meta.with_suffix(".f32"), np.float32).reshape(shape)
-    return dumps, [tuple(token) for token in json.loads(run.stdout.splitlines()[-1])]
+    from engine.accuracy import transcribe_cpp_run
+
+    dumps, tokens, _ = transcribe_cpp_run(model_path, pcm, folder)
+    return dumps, tokens

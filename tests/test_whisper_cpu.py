@@ -2,7 +2,8 @@
 
 The reference GGUF is transcribe.cpp's own file (Q8_0 matrices); transcribe_cpp runs in the test,
 so the comparison is with what the reference implementation says today, not with stored strings
-(except jfk's, which the brief fixes).
+(except jfk's, which the brief fixes). Texts are equal, or part at a near-tie (``engine.accuracy``):
+each CPU's kernels round differently, in both engines.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 import transcribe_cpp
 from conftest import AUDIO, REFERENCE_GGUF
 
+from engine.accuracy import Clip, Evaluator, clip_lines
 from engine.audio import load_audio
 from engine.gguf.reader import ModelFile
 from engine.whisper.decode import DecodingResult, decode_window, split_segments, transcribe_window
@@ -43,6 +45,12 @@ def tokenizer(model_file):
 @pytest.fixture(scope="module")
 def reference():
     return transcribe_cpp.Model(str(REFERENCE_GGUF))
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    """The engine on numpy (no voice detection) and transcribe.cpp on the reference file (``engine.accuracy``)."""
+    return Evaluator(str(REFERENCE_GGUF), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +86,10 @@ def test_jfk_text_segments_and_timestamps(model, tokenizer, reference, window_me
     "cards/005.wav",
     "commands/dhd.2934z.wav",
 ])
-def test_clip_text_equals_transcribe_cpp(clip, model, tokenizer, reference, window_mel):
-    pcm = load_audio(AUDIO / clip)
-    segments, _, _ = transcribe_window(model, tokenizer, window_mel(pcm), duration=len(pcm) / 16000)
-    assert " ".join(s.text for s in segments) == reference.session().run(pcm).text
+def test_clip_text_equals_transcribe_cpp_or_differs_at_a_near_tie(clip, evaluator):
+    result = evaluator.evaluate(AUDIO, Clip(clip, ""))
+    print("\n" + "\n".join(clip_lines(result)))
+    assert result.equal or result.divergence.near_tie, "not a near-tie: a real difference"
 
 
 def test_initial_prompt_equals_transcribe_cpp(model, tokenizer, reference, window_mel):

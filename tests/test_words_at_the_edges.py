@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import soxr
 
 from conftest import AUDIO, REFERENCE_GGUF
 from engine.audio import load_audio
-from engine.accuracy import read_clips
+from engine.accuracy import read_clips, telephone_band
 from engine.segmenter import SAMPLE_RATE
 from engine.stream import FEED_SECONDS
 
 CLIPS = [clip.file for clip in read_clips(AUDIO)]
 MODELS = ("whisper-tiny.en", "moonshine-tiny")
 QUIETER_DB = 12.0
-
-
-def telephone_band(pcm: np.ndarray) -> np.ndarray:
-    """``pcm`` as a phone line carries it: down to 8 kHz, only 300-3400 Hz kept, back up to 16 kHz."""
-    narrow = soxr.resample(pcm, SAMPLE_RATE, 8000)
-    spectrum = np.fft.rfft(narrow)
-    frequencies = np.fft.rfftfreq(len(narrow), 1 / 8000)
-    spectrum[(frequencies < 300) | (frequencies > 3400)] = 0
-    return soxr.resample(np.fft.irfft(spectrum, len(narrow)).astype(np.float32), 8000, SAMPLE_RATE)
 
 
 def first_word_quieter(pcm: np.ndarray, reference) -> np.ndarray:
