@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -59,8 +60,41 @@ def cmd_transcribe(args) -> int:
             print(f"sayso: {error}", file=sys.stderr)
             failed += 1
             continue
-        print(render(transcript, args.format, file=str(path)))
+        write_out(render(transcript, args.format, file=str(path)))
     return 1 if failed else 0
+
+
+class OutputError(SaysoError):
+    """Standard output can't take what the command prints: closed, a reader gone, a full disk."""
+
+
+def write_out(text: str) -> None:
+    """Print ``text`` on standard output now, so that a failure is this command's error (``OutputError``),
+    never a traceback at exit or a silent loss."""
+    check_stdout()
+    flush_stdout(text + "\n")
+
+
+def check_stdout() -> None:
+    """A closed standard output (``>&-``) is an error: Python would drop everything printed to it."""
+    if sys.stdout is None or sys.stdout.closed:
+        raise OutputError("Standard output is closed, so the result can't be printed. "
+                          "Run the command with its output going to a terminal, a pipe or a file.")
+
+
+def flush_stdout(text: str = "") -> None:
+    """Write ``text`` and whatever is buffered to standard output, or raise ``OutputError`` saying why not."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the same pipe again when it flushes at exit: point stdout elsewhere first.
+        sys.stdout = open(os.devnull, "w")
+        raise OutputError("The program reading Sayso's output closed it before the end; the rest is not printed.") from None
+    except OSError as error:
+        sys.stdout = open(os.devnull, "w")
+        raise OutputError(f"Can't write to standard output ({error.strerror}). "
+                          "Check that the disk or the file it goes to isn't full.") from None
 
 
 def cmd_convert(args) -> int:
@@ -260,12 +294,32 @@ def main(argv: list[str] | None = None) -> int:
         return run_app(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return selftest(args.selftest) if args.command is None else args.run(args)
+        check_stdout()
+        status = selftest(args.selftest) if args.command is None else args.run(args)
+        flush_stdout()
+        return status
     except SaysoError as error:
         print(f"sayso: {error}", file=sys.stderr)
         return 1
+    except OSError as error:  # the environment refused: permissions, a full disk, a folder that went away
+        print(f"sayso: {environment_error(error)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def environment_error(error: OSError) -> str:
+    """One line for an operating system's refusal: what failed, on which file, and what to do."""
+    import errno
+
+    where = f" ({error.filename})" if error.filename else ""
+    hints = {errno.EACCES: "Check the folder's permissions, or point SAYSO_DATA_DIR at a folder you can write.",
+             errno.EPERM: "Check the folder's permissions, or point SAYSO_DATA_DIR at a folder you can write.",
+             errno.EROFS: "The disk is read-only: point SAYSO_DATA_DIR at a writable folder.",
+             errno.ENOSPC: "The disk is full: free some space and try again.",
+             errno.EDQUOT: "Your disk quota is used up: free some space and try again."}
+    hint = hints.get(error.errno, "Check the file and folder named, and try again.")
+    return f"{error.strerror or error}{where}. {hint}"
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ and multichannel audio is downmixed by averaging the channels; soxr resamples.
 
 from __future__ import annotations
 
+import logging
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,12 +19,39 @@ import soxr
 
 from engine.errors import AudioError
 
+log = logging.getLogger(__name__)
+
 SAMPLE_RATE = 16000
 _MISSING_HINT = "Check the path."
 _WRITE_HINT = "Check that the folder exists, is writable, and that the disk isn't full."
 
 # Full scale of integer sample formats, so that decoded integers map to [-1, 1) as float.
 _INTEGER_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31, np.dtype(np.int64): 2.0**63}
+
+
+FAR_BEYOND_FULL_SCALE = 1000.0
+"""Samples this far beyond full scale (60 dB) are not audio scaled as audio (a float file written
+without normalising): clipping them would leave a square wave, so they are refused."""
+
+
+def sanitized(pcm: np.ndarray, source: str = "the audio") -> np.ndarray:
+    """``pcm`` (float32) as a model may hear it: samples that aren't numbers (NaN, infinity; a damaged
+    float file) become silence, samples over full scale are clipped to it, with a warning each; samples
+    far beyond full scale raise AudioError. Sample by sample, so chunks of any size give the same result.
+    """
+    finite = np.isfinite(pcm)
+    if not finite.all():
+        log.warning("%s: %d samples are not numbers (NaN or infinity); they are heard as silence.",
+                    source, pcm.size - int(finite.sum()))
+        pcm = np.where(finite, pcm, np.float32(0))
+    peak = float(np.abs(pcm).max()) if pcm.size else 0.0
+    if peak > FAR_BEYOND_FULL_SCALE:
+        raise AudioError(source, f"its samples reach {peak:.3g}, far beyond full scale (1.0), so it isn't audio as "
+                         "recorded", "Normalise it first (for example `sox IN -b 16 OUT gain -n`) and try again.")
+    if peak > 1.0:
+        log.warning("%s: samples up to %.3g are over full scale (1.0); they are clipped.", source, peak)
+        pcm = np.clip(pcm, -1.0, 1.0)
+    return pcm
 
 
 def load_audio(path) -> np.ndarray:
@@ -89,14 +118,28 @@ def save_wav(path, pcm16k: np.ndarray) -> None:
 
 
 def _existing_file(path) -> str:
+    """``path`` as a string once it is a regular, non-empty file; else AudioError saying what it is."""
     p = Path(path)
-    if not p.exists():
-        raise AudioError(path, "no such file", _MISSING_HINT)
-    if not p.is_file():
+    try:
+        info = p.stat()
+    except FileNotFoundError:
+        if p.is_symlink():
+            raise AudioError(path, "is a link to a file that doesn't exist", _MISSING_HINT) from None
+        raise AudioError(path, "no such file", _MISSING_HINT) from None
+    except OSError as error:  # a loop of links, a name too long, a folder we may not enter
+        raise AudioError(path, f"can't be reached ({error.strerror})", _MISSING_HINT) from None
+    if stat.S_ISDIR(info.st_mode):
         raise AudioError(path, "is a folder, not a file", _MISSING_HINT)
-    if p.stat().st_size == 0:  # FFmpeg would only say it can't read it
+    if not stat.S_ISREG(info.st_mode):
+        kind = _SPECIAL_FILES.get(stat.S_IFMT(info.st_mode), "a special file")
+        raise AudioError(path, f"is {kind}, not an audio file", "Save the audio to a file and give that file's path.")
+    if info.st_size == 0:  # FFmpeg would only say it can't read it
         raise AudioError(path, "is empty (0 bytes)", "Record or export it again.")
     return str(p)
+
+
+_SPECIAL_FILES = {stat.S_IFIFO: "a pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                  stat.S_IFSOCK: "a socket"}
 
 
 @contextmanager

@@ -25,8 +25,9 @@ from engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fal
 from engine.cpu.ops import blas_threads
 from engine.silero import SileroModel
 from engine.vad import PAUSE_SECONDS, Vad
-from engine.errors import AudioError, DeviceOpenError, SaysoError
+from engine.errors import AudioError, DeviceOpenError, ModelFileError, NonFiniteOutput, SaysoError
 from engine.gguf.reader import ModelFile
+from engine.options import check_options
 from engine.segmenter import SAMPLE_RATE, pieces
 from engine.transcript import Segment, Transcript
 
@@ -119,6 +120,7 @@ class Engine:
                    prompt: str | None = None, progress: Progress | None = None,
                    cancel: threading.Event | None = None) -> Transcript:
         """Transcribe 16 kHz mono float32 samples of any length."""
+        self.check_options(language, task)
         pcm = np.asarray(pcm, np.float32).reshape(-1)
         return self._run([pcm], len(pcm) / SAMPLE_RATE, language, task, prompt, progress, cancel)
 
@@ -126,11 +128,12 @@ class Engine:
                         prompt: str | None = None, progress: Progress | None = None,
                         cancel: threading.Event | None = None) -> Transcript:
         """Transcribe an audio or video file, decoding it as a stream so long files stay in bounded memory."""
+        self.check_options(language, task)
         try:
             total = audio.duration(path)
         except AudioError:  # no length in its header: progress waits for the end, and a file that isn't
             total = 0.0  # audio at all fails in the decoding, which says so better than "no length" would
-        return self._run(audio.stream_audio(path), total, language, task, prompt, progress, cancel)
+        return self._run(audio.stream_audio(path), total, language, task, prompt, progress, cancel, source=str(path))
 
     def stream(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None,
                partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
@@ -138,7 +141,13 @@ class Engine:
         and ``finish`` it for exactly what ``transcribe`` gives on the whole recording."""
         from engine.stream import StreamSession
 
+        self.check_options(language, task)
         return StreamSession(self, language, task, prompt, partials=partials, background=background, pause=pause)
+
+    def check_options(self, language: str | None, task: str) -> None:
+        """Raise SaysoError, before any audio is decoded, when this model can't do ``task`` in ``language``."""
+        t = self.transcriber
+        check_options(self.model_name, t.languages, t.can_translate, language, task)
 
     def speech_vad(self, pause: float = PAUSE_SECONDS) -> Vad | None:
         """A fresh ``Vad`` for one piece of audio, or None when this engine doesn't trim to speech."""
@@ -170,19 +179,24 @@ class Engine:
         start, end = span
         given = {"features": features, "interrupt": interrupt}
         extra = {name: value for name, value in given.items() if value is not None and name in self.hooks}
-        with self.lock, self.ops.errors("transcribing"), self._host_work():
-            return self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
-                                               language=language, task=task, prompt=prompt, **extra)
+        try:
+            with self.lock, self.ops.errors("transcribing"), self._host_work():
+                return self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
+                                                   language=language, task=task, prompt=prompt, **extra)
+        except NonFiniteOutput as error:
+            raise ModelFileError(self.model_file.path, f"is damaged: from finite audio, the model's {error.what} "
+                                 "came out as NaN or infinity") from None
 
     def make_transcript(self, segments: list[Segment], language: str | None, duration: float) -> Transcript:
         text = " ".join(s.text.strip() for s in segments if s.text.strip())
         return Transcript(text=text, segments=segments, language=language or "", duration=duration, model=self.model_name)
 
-    def _run(self, chunks: Iterable[np.ndarray], total: float, language, task, prompt, progress, cancel) -> Transcript:
+    def _run(self, chunks: Iterable[np.ndarray], total: float, language, task, prompt, progress, cancel,
+             source: str = "the audio") -> Transcript:
         segments: list[Segment] = []
         duration = 0.0
         window = self.transcriber.window_seconds
-        for offset, piece in pieces(chunks, max_seconds=window):
+        for offset, piece in pieces((audio.sanitized(chunk, source) for chunk in chunks), max_seconds=window):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
             found, language = self.transcribe_piece(piece, offset, self.speech_span(piece), language, task, prompt)

@@ -16,6 +16,15 @@ class ModelFileError(SaysoError):
         super().__init__(f"{self.path}: {problem}. {hint}".strip())
 
 
+class NonFiniteOutput(SaysoError):
+    """A model computed numbers that aren't finite (NaN or infinity) from finite audio: its weights are
+    damaged. Raised by a family's decoder; the engine names the model file (``ModelFileError``)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"The model's {what} are not finite numbers.")
+        self.what = what
+
+
 class AudioError(SaysoError):
     """An audio file can't be read or decoded."""
 

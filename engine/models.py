@@ -109,14 +109,16 @@ def remove(name: str) -> list[InstalledModel]:
     """Delete every file of the model ``name`` (converted and pulled); returns what was deleted."""
     from engine import hub
 
-    gone = [m for m in installed() if m.name == name]
+    on_disk = installed()  # the one definition of "installed", as `sayso models list` shows it
+    gone = [m for m in on_disk if m.name == name]
     for model in gone:
         if model.source == "converted":
             model.path.unlink()
         else:
             hub.remove(name)
     if not gone:
-        raise SaysoError(f"No model called {name!r} is installed. Installed: {', '.join(available())}.")
+        have = ", ".join(sorted({m.name for m in on_disk})) or "none yet"
+        raise SaysoError(f"No model called {name!r} is installed. Installed: {have}.")
     return gone
 
 

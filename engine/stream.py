@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import audio
 from engine.errors import Interrupted, SaysoError
 from engine.segmenter import SAMPLE_RATE, Cutter
 from engine.transcript import Segment, Transcript
@@ -136,7 +137,7 @@ class StreamSession:
 
     def feed(self, chunk: np.ndarray) -> str:
         """Take the next 16 kHz mono samples; return the text so far."""
-        chunk = np.asarray(chunk, np.float32).reshape(-1)
+        chunk = audio.sanitized(np.asarray(chunk, np.float32).reshape(-1), "the dictation")
         with self._cond:
             if self._closed:
                 raise SaysoError("This dictation is finished; start a new stream for more audio.")

@@ -103,6 +103,16 @@ def reference_tokens(path, pcm) -> tuple[list[tuple[int, int]], str]:
     return [(t.id, t.t0_ms) for t in result.tokens], result.text
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_env(data_dir, **env: str) -> dict[str, str]:
+    """The environment a ``sayso`` command runs in under test: its own data folder, no desktop session."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
+    environment.update(SAYSO_DATA_DIR=str(data_dir), QT_QPA_PLATFORM="offscreen", **env)
+    return environment
+
+
 def reference_dumps(model_path, pcm, folder) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
     """transcribe.cpp's dumped tensors (name -> array) and its tokens (id, start ms) for ``pcm``."""
     from engine.accuracy import transcribe_cpp_run

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, words
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, ROOT, cli_env, words
 
 
 def run(args: list[str], data_dir: Path, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
-    environment.update(SAYSO_DATA_DIR=str(data_dir), QT_QPA_PLATFORM="offscreen", **env)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=cli_env(data_dir, **env), capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_doctor_reports_every_part_and_what_to_fix(tmp_path):

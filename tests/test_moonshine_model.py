@@ -14,6 +14,7 @@ from conftest import AUDIO
 from engine import audio, families
 from engine.accuracy import NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary
 from engine.convert import convert
+from engine.errors import SaysoError
 from engine.gguf.reader import ModelFile
 from engine.moonshine.decode import greedy_decode, token_limit
 from engine.moonshine.model import MIN_SAMPLES, encoder_length
@@ -135,7 +136,7 @@ def test_short_pieces_and_what_moonshine_cannot_do(transcribers):
     assert MIN_SAMPLES == 895 and encoder_length(MIN_SAMPLES) == 1 and encoder_length(MIN_SAMPLES - 1) == 0
     assert tiny.transcribe(np.zeros(MIN_SAMPLES - 1, np.float32)) == ([], "en")
     assert tiny.transcribe(np.zeros(16000, np.float32))[1] == "en"  # a second of silence decodes without error
-    with pytest.raises(ValueError, match="only transcribes"):
+    with pytest.raises(SaysoError, match="only transcribes"):
         tiny.transcribe(np.zeros(16000, np.float32), task="translate")
     pcm = audio.load_audio(AUDIO / "cards" / "001.wav")  # English-only: a language setting changes nothing
     assert tiny.transcribe(pcm, language="de", prompt="Spades.") == tiny.transcribe(pcm)

@@ -8,6 +8,7 @@ and renamed into place, so a crash or a full disk never leaves a half-written mo
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from dataclasses import dataclass
@@ -96,6 +97,11 @@ def write_gguf(path: str | os.PathLike, architecture: str, metadata: list[Meta],
         writer.write_tensors_to_file()
         writer.close()
         os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        if error.errno is None:  # numpy's tofile says only "N requested and M written": the disk took no more
+            raise OSError(errno.ENOSPC, f"the disk took only part of the model ({error})", str(path)) from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

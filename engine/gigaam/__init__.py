@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.conformer.text import Vocabulary, segment
-from engine.errors import SaysoError
+from engine.options import check_options
 from engine.gguf.reader import ModelFile
 from engine.gigaam.config import GigaamConfig
 from engine.gigaam.frontend import Frontend
@@ -28,6 +28,7 @@ class GigaamTranscriber:
     def __init__(self, model_file: ModelFile, ops: Ops):
         self.config = GigaamConfig.from_model_file(model_file)
         self.name = self.config.name
+        self.languages, self.can_translate = self.config.languages, False
         self.vocabulary = Vocabulary.from_model_file(model_file)
         self.frontend = Frontend(model_file, self.config)
         self.model = GigaamModel(model_file, ops, self.config)
@@ -35,8 +36,7 @@ class GigaamTranscriber:
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
         """Transcribe one piece (16 kHz mono float32). GigaAM speaks Russian only and takes no prompt."""
-        if task != "transcribe":
-            raise SaysoError(f"{self.name} only transcribes; it can't {task}. Use a Whisper model to translate.")
+        check_options(self.name, self.languages, self.can_translate, None, task)
         spoken = self.config.languages[0] if self.config.languages else "ru"
         if self.frontend.frames(len(pcm)) == 0:
             return [], spoken

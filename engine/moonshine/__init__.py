@@ -13,6 +13,7 @@ from engine.moonshine.decode import transcribe_utterance
 from engine.moonshine.model import MoonshineModel, Stem
 from engine.moonshine.tokenizer import Tokenizer
 from engine.ops import Ops
+from engine.options import check_options
 from engine.transcript import Segment
 
 WINDOW_SECONDS = 30.0
@@ -30,6 +31,7 @@ class MoonshineTranscriber:
         self.model = MoonshineModel(model_file, ops)
         self.tokenizer = Tokenizer.from_model_file(model_file)
         self.language = str(model_file.get("general.languages", ["en"])[0])
+        self.languages, self.can_translate = (self.language,), False
 
     def features(self) -> Stem:
         """A keeper of the stem's first convolution for audio that grows at its end (a dictation being
@@ -46,8 +48,7 @@ class MoonshineTranscriber:
         can't translate. ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``.
         ``interrupt``: a ``threading.Event``; once set, the work stops with ``errors.Interrupted``.
         """
-        if task != "transcribe":
-            raise ValueError(f"{self.name} can't {task}; it only transcribes")
+        check_options(self.name, self.languages, self.can_translate, None, task)
         return transcribe_utterance(self.model, self.tokenizer, pcm, offset, features, interrupt), self.language
 
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from engine.errors import check_interrupt
+from engine.errors import NonFiniteOutput, check_interrupt
 from engine.moonshine.model import MIN_SAMPLES, EncoderOutput, MoonshineModel, Stem
 from engine.moonshine.tokenizer import Tokenizer
 from engine.transcript import Segment, Token
@@ -49,6 +49,8 @@ def greedy_decode(model: MoonshineModel, encoded: EncoderOutput, seconds: float,
             break
         check_interrupt(interrupt)
         logits = model.decode_step(state, token)
+    if not all(map(math.isfinite, probs)):  # NaN logits: argmax picks token 0 on and on
+        raise NonFiniteOutput("decoder's scores")
     return tokens, probs
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.conformer.text import Vocabulary, segment
-from engine.errors import SaysoError
+from engine.options import check_options
 from engine.gguf.reader import ModelFile
 from engine.ops import Ops
 from engine.parakeet.config import ParakeetConfig
@@ -29,6 +29,7 @@ class ParakeetTranscriber:
     def __init__(self, model_file: ModelFile, ops: Ops):
         self.config = ParakeetConfig.from_model_file(model_file)
         self.name = self.config.name
+        self.languages, self.can_translate = self.config.languages, False
         self.vocabulary = Vocabulary.from_model_file(model_file)
         self.frontend = Frontend(self.config)
         self.model = ParakeetModel(model_file, ops, self.config)
@@ -36,8 +37,7 @@ class ParakeetTranscriber:
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
         """Transcribe one piece (16 kHz mono float32). ``prompt`` is ignored: Parakeet takes none."""
-        if task != "transcribe":
-            raise SaysoError(f"{self.name} only transcribes; it can't {task}. Use a Whisper model to translate.")
+        check_options(self.name, self.languages, self.can_translate, None, task)
         spoken = language or (self.config.languages[0] if len(self.config.languages) == 1 else "")
         if self.frontend.frames(len(pcm)) < 2:  # too short for a frame and its normalisation
             return [], spoken

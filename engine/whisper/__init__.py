@@ -31,6 +31,8 @@ class WhisperTranscriber:
         self.filterbank = model_file.array("frontend.mel_filterbank")
         self.window = model_file.array("frontend.window")
         self.multilingual = bool(model_file.get("stt.capability.lang_detect", False))
+        self.languages = tuple(self.tokenizer.language_tokens()) if self.multilingual else ("en",)
+        self.can_translate = self.model.config.can_translate
         self.backend_features = BackendLogMel(ops, self.filterbank, self.window) if ops.features_on_backend else None
 
     def features(self) -> LogMel | BackendLogMel:

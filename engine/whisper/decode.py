@@ -13,6 +13,12 @@ these logit rules:
 A window whose no-speech probability is above 0.6 is dropped unless its tokens were confident
 (average log-probability above -1), as in OpenAI's ``transcribe``.
 
+A prompt conditions the decoder, never replaces what was said: it keeps its last ``n_text_ctx // 2 - 1``
+tokens (223, as OpenAI's reference does; a warning says so), and a window decoded with it that fails
+OpenAI's quality checks (average log-probability below -1, or text that gzip compresses more than
+2.4 times: a loop) is decoded again without it. A 10,000-word prompt of numbered words otherwise
+made the model write the prompt's last word instead of the speech.
+
 The rules are ``Ops.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_allowed_logits``; GPU:
 ``shaders/whisper_select.wgsl``), so token choice stays on the backend and the decoder runs
 ``ops.decode_steps_per_read`` steps per submission without reading logits back.
@@ -21,11 +27,15 @@ The rules are ``Ops.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_all
 from __future__ import annotations
 
 import functools
+import logging
+import math
+import zlib
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import NonFiniteOutput
 from engine.ops import WhisperRules
 from engine.transcript import Segment, Token
 from engine.whisper.model import DecoderState, WhisperConfig, WhisperModel
@@ -35,6 +45,9 @@ SAMPLE_LEN = 224  # most tokens sampled per window: n_text_ctx // 2, as OpenAI
 MAX_INITIAL_TIMESTAMP = 1.0  # seconds: the first segment starts within the first second
 NO_SPEECH_THRESHOLD = 0.6
 LOGPROB_THRESHOLD = -1.0
+COMPRESSION_RATIO_THRESHOLD = 2.4
+
+log = logging.getLogger(__name__)
 WINDOW_SECONDS = 30.0
 NO_SPEECH_TOKENS = ("<|nospeech|>", "<|nocaptions|>")  # the name changed between vocabularies
 
@@ -141,7 +154,10 @@ def decode_window(
         language = "en"
 
     state = model.decoder_session(encoder_output)
-    prefix = [c.prev_sot, *prompt_tokens[-(c.n_text_ctx // 2 - 1) :]] if prompt_tokens else []
+    prompt_limit = c.n_text_ctx // 2 - 1
+    if prompt_tokens and len(prompt_tokens) > prompt_limit:
+        log.warning("The prompt is %d tokens long; the model takes its last %d.", len(prompt_tokens), prompt_limit)
+    prefix = [c.prev_sot, *prompt_tokens[-prompt_limit:]] if prompt_tokens else []
     # The SOT row's logits give the no-speech probability; they are read back after sampling, so the
     # GPU runs the encoder while the decoder's steps are recorded. The language, when it must be
     # detected, is chosen on the backend from them too and fed on as the next token.
@@ -173,6 +189,8 @@ def decode_window(
     logprobs = [float(p) for p in chosen_logprobs[:n]]
     eot_logprob = float(chosen_logprobs[n]) if n < len(chosen) else 0.0
     avg_logprob = (sum(logprobs) + eot_logprob) / (len(sampled) + 1)
+    if not (math.isfinite(no_speech_prob) and math.isfinite(avg_logprob)):  # NaN logits: greedy picks "!" on and on
+        raise NonFiniteOutput("decoder's scores")
     return DecodingResult(sampled, logprobs, avg_logprob, no_speech_prob, language)
 
 
@@ -251,10 +269,20 @@ def transcribe_window(
         prompt = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else None
     encoded = model.encode(mel)
     result = decode_window(model, tokenizer, encoded, language, task, prompt, timestamps)
+    if prompt and not plausible(tokenizer, result):
+        log.warning("The text decoded with the prompt failed the quality checks; this window is decoded without it.")
+        result = decode_window(model, tokenizer, encoded, language, task, None, timestamps)
     if result.no_speech_prob > NO_SPEECH_THRESHOLD and result.avg_logprob <= LOGPROB_THRESHOLD:
         return [], result.language, None
     segments, resume = split_segments(tokenizer, result, offset, duration)
     return segments, result.language, resume
+
+
+def plausible(tokenizer: Tokenizer, result: DecodingResult) -> bool:
+    """OpenAI's checks of a decoded window: confident enough, and no loop (text that compresses well)."""
+    text = tokenizer.decode(result.tokens).encode()
+    compression = len(text) / len(zlib.compress(text)) if text else 0.0
+    return result.avg_logprob >= LOGPROB_THRESHOLD and compression <= COMPRESSION_RATIO_THRESHOLD
 
 
 def split_segments(
