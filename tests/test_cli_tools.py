@@ -8,6 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, ROOT, cli_env, words
 
 
@@ -85,6 +87,7 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     assert heard == {JFK_WORDS}
 
 
+@pytest.mark.slow
 def test_bench_kernels_times_every_gpu_kernel_of_a_transcription(tmp_path):
     """`sayso bench --kernels`: a warm GPU transcription with every dispatch timed; the kernels' times
     add up to the busy time, which fits in the profiled run's wall time, and the text is unchanged."""

@@ -24,6 +24,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import AUDIO, REFERENCE_GGUF
 
 DICTATIONS = 200
@@ -116,6 +118,7 @@ print(json.dumps(report))
 """
 
 
+@pytest.mark.slow
 def test_200_dictations_and_50_queued_files_in_bounded_memory(tmp_path):
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     result = subprocess.run(

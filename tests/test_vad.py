@@ -25,7 +25,11 @@ def test_jfk_speech_from_the_first_word_to_the_last():
     assert all(a < b < c < d for (a, b), (c, d) in zip(segments, segments[1:]))
     # "And so" starts at 0.35 s; "country" ends at 10.6 s, then a clap at 10.9 s too short to count
     assert 0.25 < segments[0][0] / SAMPLE_RATE < 0.45 and 10.4 < segments[-1][1] / SAMPLE_RATE < 10.7
-    assert speech_span(pcm) == (0, len(pcm))  # speech in it: the model hears all of it
+    assert speech_span(pcm) == (0, len(pcm), segments[0][0])  # speech 0.35 s in: the model hears all of it
+    later = np.concatenate([np.zeros(5 * SAMPLE_RATE, np.float32), pcm])  # 5 s of silence first
+    start, end, _ = speech_span(later)
+    assert end == len(later) and abs(start - (speech_segments(later)[0][0] - 2 * SAMPLE_RATE)) == 0
+    assert abs(start / SAMPLE_RATE - 3.35) < 0.1  # from 2 s before "And so"
 
 
 @pytest.mark.parametrize("clip", ["jfk.wav", "beckett.wav", "commands/goforward.wav"])
