@@ -172,9 +172,10 @@ class Engine:
                          features=None, interrupt: threading.Event | None = None) -> tuple[list[Segment], str | None]:
         """Segments (in seconds from the start of the audio) of ``piece[span.start:span.end]``, one piece
         that starts ``offset`` seconds in, and the language after it; no time in them comes more than
-        ``ONSET_MARGIN`` before the speech (a model may date its first words to its window's start). ``features``: the family's keeper
-        of frontend frames for audio that starts at ``span[0]``; ``interrupt``: stops the work with
-        ``errors.Interrupted`` once set. Each goes to the family only if it takes it (``self.hooks``)."""
+        ``ONSET_MARGIN`` before the speech (a model may date its first words to its window's start).
+        ``features``: the family's keeper of frontend frames for audio that starts at ``span.start``;
+        ``interrupt``: stops the work with ``errors.Interrupted`` once set. Each goes to the family only
+        if it takes it (``self.hooks``)."""
         if span is None:
             return [], language
         start, end, speech = span

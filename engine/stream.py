@@ -61,7 +61,6 @@ UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when t
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
 
-
 @dataclass(eq=False)
 class _Piece:
     """One piece of the take (the engine cuts at its window, 30 s) and what was done for it."""

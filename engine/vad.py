@@ -26,15 +26,16 @@ network in numpy with the file's weights. It reads 512 samples (32 ms at 16 kHz)
 probability that the window holds speech.
 
 Windows are turned into speech segments as Silero's ``get_speech_timestamps`` does (hysteresis between
-two thresholds, short blips dropped). The same ``Vad`` object serves a whole file and a live stream: fed all at once or in chunks of any size, it runs the same windows in the
-same order, so a dictation's segments equal those of the finished recording.
+two thresholds, short blips dropped). The same ``Vad`` object serves a whole file and a live stream:
+fed all at once or in chunks of any size, it runs the same windows in the same order, so a dictation's
+segments equal those of the finished recording.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
