@@ -191,26 +191,34 @@ import numpy as np
 from engine.audio import stream_audio
 from engine.engine import Engine
 from engine.segmenter import pieces
-from engine.vad import Span
+
 
 def rss(key="VmRSS:"):
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key)) / 1024
 
-path, model, clips, warm_ups = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
+path, model, clips = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 engine = Engine(model, device="cpu")
-# One pass of the model on each clip first: what it keeps between runs (the heap's high-water mark
-# depends on what was decoded, not on how long the file is) is the start.
-for warm_up in warm_ups:
-    warm = np.load(warm_up)
-    engine.transcribe_piece(warm, 0.0, Span(0, len(warm), 0), None, "transcribe", None)
+
+
+def held_pieces():  # (offset, piece, the clips in it) for every piece of the file
+    for offset, piece in pieces(stream_audio(path), max_seconds=engine.transcriber.window_seconds):
+        end = offset + len(piece) / 16000
+        yield offset, piece, [name for name, (at, length) in clips.items() if at < end and at + length > offset]
+
+
+# The model's work on each piece that holds a clip runs once first: what the model and the heap keep
+# between runs (their high-water mark depends on what was decoded, not on how long the file is) is
+# the start. Then the measured pass.
+for offset, piece, held in held_pieces():
+    if held:
+        engine.transcribe_piece(piece, offset, engine.speech_span(piece), None, "transcribe", None)
 open("/proc/self/clear_refs", "w").write("5")  # the peak so far (loading) no longer counts
 report = {"start_mb": rss(), "pieces": 0, "found": {}, "noise_with_speech": 0, "noise_checked": 0,
           "every_half_hour_mb": []}
 started = time.monotonic()
-for offset, piece in pieces(stream_audio(path), max_seconds=engine.transcriber.window_seconds):
+for offset, piece, held in held_pieces():
     end = offset + len(piece) / 16000
     report["pieces"] += 1
-    held = [name for name, (at, length) in clips.items() if at < end and at + length > offset]
     if held:
         segments, _ = engine.transcribe_piece(piece, offset, engine.speech_span(piece), None, "transcribe", None)
         for name in held:
@@ -230,11 +238,7 @@ def test_three_hours_in_bounded_memory(tmp_path):
     write_long_file(path, clips)
     spans = json.dumps({name: (at, len(pcm) / 16000) for name, (at, pcm) in clips.items()})
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    warm_ups = []
-    for index, (_, pcm) in enumerate(clips.values()):
-        warm_ups.append(tmp_path / f"warm-{index}.npy")
-        np.save(warm_ups[-1], pcm)
-    result = subprocess.run([sys.executable, "-c", CHILD, str(path), str(REFERENCE_GGUF), spans, *map(str, warm_ups)],
+    result = subprocess.run([sys.executable, "-c", CHILD, str(path), str(REFERENCE_GGUF), spans],
                             capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
