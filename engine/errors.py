@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class SaysoError(Exception):
     """Base of every error the engine raises on purpose; the CLI and app show ``str(error)`` as is."""
@@ -23,6 +25,13 @@ class NonFiniteOutput(SaysoError):
     def __init__(self, what: str):
         super().__init__(f"The model's {what} are not finite numbers.")
         self.what = what
+
+
+def require_finite(array, what: str):
+    """``array`` (numpy) when every number in it is finite; else NonFiniteOutput naming ``what``."""
+    if not np.isfinite(array).all():
+        raise NonFiniteOutput(what)
+    return array
 
 
 class AudioError(SaysoError):

@@ -95,6 +95,22 @@ def test_a_model_with_damaged_weights_is_named_as_damaged(tmp_path):
     assert done.stdout == ""  # no text at all, never a transcript of "!"
 
 
+@pytest.mark.parametrize("family", ["parakeet-tdt-v3", "gigaam-v3-ctc", "gigaam-v3-rnnt"])
+def test_a_damaged_conformer_model_is_named_as_damaged(family, tmp_path):
+    from engine.convert.random_model import write_random_model
+    from engine.engine import Engine
+    from engine.errors import ModelFileError
+
+    path = write_random_model(family, tmp_path / f"{family}.gguf", small=True)
+    size = path.stat().st_size
+    with open(path, "r+b") as file:  # an eighth of the file, in the weights, of 0xFF: NaN in every float type
+        file.seek(size // 2)
+        file.write(b"\xff" * (size // 8))
+    engine = Engine(path, device="cpu", vad=False)
+    with pytest.raises(ModelFileError, match="is damaged"):
+        engine.transcribe(soundfile.read(JFK, dtype="float32")[0][:48_000])
+
+
 def test_options_the_model_cant_honour_are_refused_up_front(tmp_path):
     error = one_line_error(transcribe(JFK, tmp_path, "--task", "translate"))
     assert "can't translate" in error and "multilingual Whisper model" in error

@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.conformer.weights import Linear, linear
 from engine.cpu.ops import sigmoid
-from engine.errors import ModelFileError
+from engine.errors import ModelFileError, require_finite
 from engine.gguf.reader import ModelFile
 from engine.ops import Ops, Tensor
 
@@ -104,7 +104,8 @@ class TransducerHead:
 
     def decode(self, ops: Ops, encoded: Tensor) -> list[Emission]:
         """Greedy search over encoder states [T, d] (a backend tensor)."""
-        return self.search(ops.read(ops.gemm(encoded, self.encoder_projection.weight, self.encoder_projection.bias)))
+        projected = ops.read(ops.gemm(encoded, self.encoder_projection.weight, self.encoder_projection.bias))
+        return self.search(require_finite(projected, "encoder's states"))
 
     def search(self, projected: np.ndarray) -> list[Emission]:
         """Greedy search over the joint's encoder projections [T, J] (float32, host)."""
@@ -172,7 +173,7 @@ class CtcHead:
     blank: int
 
     def decode(self, ops: Ops, encoded: Tensor) -> list[Emission]:
-        logits = ops.read(ops.gemm(encoded, self.classifier.weight, self.classifier.bias))
+        logits = require_finite(ops.read(ops.gemm(encoded, self.classifier.weight, self.classifier.bias)), "scores")
         best = np.argmax(logits, axis=1)
         emitted, previous = [], -1
         for frame, token in enumerate(best.tolist()):
