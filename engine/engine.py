@@ -1,9 +1,9 @@
 """The engine's front door: load a model on a backend, transcribe audio of any length.
 
 ``Engine`` knows nothing of model internals: the family's transcriber handles one piece of audio
-(at most its window, 30 s for Whisper) and the engine cuts long audio at quiet moments, trims each
-piece to its speech (``engine.vad``: a piece without speech gives no text and never reaches the
-model), shifts each piece's timestamps onto the file, reports progress and honours cancellation
+(at most its window, 30 s for Whisper) and the engine cuts long audio at quiet moments, skips a piece
+without speech and hands the model a piece with speech from just before it (``engine.vad``), shifts
+each piece's timestamps onto the file, reports progress and honours cancellation
 between pieces. ``stream`` does the same for a dictation while it is being spoken (``engine.stream``).
 """
 
@@ -54,8 +54,9 @@ class Engine:
     """A model loaded on a backend. One thread (the app's engine thread) owns it; a stream session's
     own thread takes turns with it (``lock``), one piece of audio at a time.
 
-    ``vad``: trim each piece to its speech with Silero VAD (fetched from PyPI on first use); without
-    it every piece goes to the model whole, silence and all.
+    ``vad``: detect speech with Silero VAD (fetched from PyPI on first use): a piece without speech is
+    skipped, one with speech is heard from just before it; without it every piece goes to the model
+    whole, silence and all.
     """
 
     def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto",
@@ -97,7 +98,7 @@ class Engine:
 
     @property
     def vad(self) -> SileroModel | None:
-        """Silero VAD's model, once loaded; None when this engine doesn't trim to speech."""
+        """Silero VAD's model, once loaded; None when this engine doesn't detect speech."""
         return None if self._vad_loaded is None else self._vad_loaded.result()
 
     @staticmethod
@@ -150,7 +151,7 @@ class Engine:
         check_options(self.model_name, t.languages, t.can_translate, language, task)
 
     def speech_vad(self, pause: float = PAUSE_SECONDS) -> Vad | None:
-        """A fresh ``Vad`` for one piece of audio, or None when this engine doesn't trim to speech."""
+        """A fresh ``Vad`` for one piece of audio, or None when this engine doesn't detect speech."""
         return None if self.vad is None else Vad(pause, model=self.vad)
 
     def speech_span(self, piece: np.ndarray) -> Span | None:

@@ -66,7 +66,7 @@ class _Piece:
     """One piece of the take (the engine cuts at its window, 30 s) and what was done for it."""
 
     start: int  # first sample, in the take
-    vad: Vad | None  # fed every sample of the piece (None: the engine doesn't trim to speech)
+    vad: Vad | None  # fed every sample of the piece (None: the engine doesn't detect speech)
     pcm: np.ndarray | None = None  # the whole piece, once it is complete
     span: Span | None = None  # its speech, once it is complete
     key: tuple | None = None  # (span, language in) of the last pass
