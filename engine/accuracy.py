@@ -304,11 +304,11 @@ class Evaluator:
         pcm = load_audio(audio_dir / clip.file)
         if self.transform is not None:
             pcm = self.transform(pcm)
-        cut = [piece for _, piece in pieces([pcm], max_seconds=self.engine.transcriber.window_seconds)]
+        cut = list(pieces([pcm], max_seconds=self.engine.transcriber.window_seconds))  # (start s, pcm), as the engine cuts
         if self.recorder is not None:
             self.recorder.clear()
         ours = self.engine.transcribe(pcm)
-        their_pieces = [self.reference.session().run(piece).text.strip() for piece in cut]
+        their_pieces = [self.reference.session().run(piece).text.strip() for _, piece in cut]
         theirs = " ".join(text for text in their_pieces if text)
         result = ClipResult(clip.file, clip.reference, ours.text, theirs,
                             count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs))
@@ -319,7 +319,8 @@ class Evaluator:
                 result.divergence = self.moonshine_divergence(ours, cut, their_pieces)
         return result
 
-    def whisper_divergence(self, ours: Transcript, cut: list[np.ndarray], their_pieces: list[str]) -> Divergence | None:
+    def whisper_divergence(self, ours: Transcript, cut: list[tuple[float, np.ndarray]],
+                           their_pieces: list[str]) -> Divergence | None:
         """Our logits where our sampled text first leaves transcribe.cpp's (None if it never does, or if
         the engine decoded no window at all), and transcribe.cpp's after the same text."""
         tokenizer = self.tokenizer
@@ -347,7 +348,7 @@ class Evaluator:
         ours_id, runner_up = (int(i) for i in np.argsort(-logits, kind="stable")[:2])  # first index on ties, as argmax
         theirs_id = max(self.continuations(their_bytes[at:]), key=lambda t: logits[t])
         index, prefix = piece_prefix(their_pieces, at)
-        after = their_logits_after(self.path, cut[index], prefix)
+        after = their_logits_after(self.path, cut[index][1], prefix)
         return Divergence(
             window, step, tokenizer.token_text(ours_id), tokenizer.token_text(theirs_id),
             [(tokenizer.token_text(i), float(logits[i])) for i in (ours_id, runner_up)],
@@ -364,18 +365,17 @@ class Evaluator:
         texts = ((t, tokenizer.token_bytes(t)) for t in range(tokenizer.timestamp_begin) if not tokenizer.is_special(t))
         return [t for t, text in texts if text and rest.startswith(text)]
 
-    def moonshine_divergence(self, ours: Transcript, cut: list[np.ndarray], their_pieces: list[str]) -> Divergence | None:
+    def moonshine_divergence(self, ours: Transcript, cut: list[tuple[float, np.ndarray]],
+                             their_pieces: list[str]) -> Divergence | None:
         """The first piece whose texts differ, decoded again forced through our tokens up to the step
         where our text leaves transcribe.cpp's; our logits there (transcribe.cpp's Moonshine takes no
         prefix, so only our side is measured)."""
         transcriber, tokenizer = self.engine.transcriber, self.tokenizer
         model = transcriber.model
-        starts = [0]
-        for piece in cut[:-1]:
-            starts.append(starts[-1] + len(piece))
-        by_start = {round(segment.start * SAMPLE_RATE): segment for segment in ours.segments}
-        for index, (start, piece, theirs) in enumerate(zip(starts, cut, their_pieces)):
-            segment = by_start.get(start)
+        ends = [start for start, _ in cut[1:]] + [float("inf")]
+        for index, ((start, piece), end, theirs) in enumerate(zip(cut, ends, their_pieces)):
+            # a piece gives Moonshine one segment at most, starting inside the piece (later with voice detection)
+            segment = next((s for s in ours.segments if start <= s.start < end), None)
             mine = segment.text if segment is not None else ""
             if mine == theirs:
                 continue

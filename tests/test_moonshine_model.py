@@ -75,10 +75,10 @@ def test_a_difference_is_measured_on_our_side(gguf):
     pcm = audio.load_audio(AUDIO / "jfk.wav")
     ours = evaluator.engine.transcribe(pcm)
     assert ours.text.startswith("And so my fellow Americans")
-    divergence = evaluator.moonshine_divergence(ours, [pcm], [ours.text.replace("fellow", "yellow")])
+    divergence = evaluator.moonshine_divergence(ours, [(0.0, pcm)], [ours.text.replace("fellow", "yellow")])
     assert (divergence.window, divergence.ours.strip(), divergence.their_margin) == (0, "fellow", None)
     assert divergence.margin > NEAR_TIE_LOGITS and not divergence.near_tie
-    assert evaluator.moonshine_divergence(ours, [pcm], [ours.text]) is None
+    assert evaluator.moonshine_divergence(ours, [(0.0, pcm)], [ours.text]) is None
 
 
 def ort_greedy(src: Path, pcm: np.ndarray) -> tuple[list[int], np.ndarray]:

@@ -67,7 +67,7 @@ def test_a_difference_is_measured_on_both_sides(evaluator):
     tiny.recorder.clear()
     ours = tiny.engine.transcribe(pcm)
     assert ours.text.startswith("Ever tried, ever failed.")
-    divergence = tiny.whisper_divergence(ours, [pcm], [ours.text.replace("tried,", "tried that,")])
+    divergence = tiny.whisper_divergence(ours, [(0.0, pcm)], [ours.text.replace("tried,", "tried that,")])
     assert divergence.ours == "," and " that".startswith(divergence.theirs)  # their pick: our best continuation
     assert divergence.margin > 0 and divergence.their_margin < 0  # transcribe.cpp too prefers ","
     assert divergence.disagreement == divergence.margin
