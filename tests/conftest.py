@@ -23,6 +23,15 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
+def software_gpu() -> bool:
+    """Whether the GPU tests run on a software adapter (lavapipe in CI): tests that transcribe many clips
+    take a few short ones there and the whole set on a real GPU. Asked at collection, before any device
+    is opened."""
+    from engine.gpu.device import is_software, pick_adapter
+
+    return is_software(pick_adapter().info)
+
+
 @pytest.fixture(scope="session")
 def gpu_ops():
     """The wgpu backend on whatever adapter this machine has (lavapipe in CI, the H200 there)."""

@@ -54,7 +54,8 @@ class _ErrorTrap(logging.Handler):
             return message
 
 
-def _pick_adapter() -> wgpu.GPUAdapter:
+def pick_adapter() -> wgpu.GPUAdapter:
+    """The adapter Sayso uses: the high-performance one, or the one ``SAYSO_ADAPTER`` names."""
     wanted = os.environ.get(ADAPTER_ENV, "").strip()
     try:
         if not wanted:
@@ -75,6 +76,12 @@ def _pick_adapter() -> wgpu.GPUAdapter:
     raise GpuError(f"{ADAPTER_ENV}={wanted!r} matches no adapter (available: {names}). Unset it or pick one of those.")
 
 
+def is_software(info: dict) -> bool:
+    """Whether an adapter's ``info`` names a software one (lavapipe, llvmpipe, WARP): correct, but
+    slower than numpy."""
+    return info["adapter_type"].lower() == "cpu" or "llvmpipe" in info["device"].lower()
+
+
 class Device:
     """Owns the wgpu adapter and device, and says what they are in one line (``describe``).
 
@@ -86,7 +93,7 @@ class Device:
 
     def __init__(self) -> None:
         instance.adopt()
-        self.adapter = _pick_adapter()
+        self.adapter = pick_adapter()
         self.info = self.adapter.info
         self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)
         limits = self.adapter.limits
@@ -140,7 +147,7 @@ class Device:
     @property
     def is_cpu(self) -> bool:
         """True for software adapters (lavapipe, llvmpipe, WARP): correct, but slower than numpy."""
-        return self.info["adapter_type"].lower() == "cpu" or "llvmpipe" in self.info["device"].lower()
+        return is_software(self.info)
 
     @property
     def write_mapped_reads(self) -> bool:
