@@ -46,12 +46,12 @@ Every tensor has ``.shape`` (a tuple of ints)."""
 class WeightSource:
     """A weight as it sits in a model file: the raw GGUF blocks plus their logical shape.
 
-    ``data`` is the array that ``gguf.GGUFReader`` exposes for the tensor (memory-mapped):
+    ``data`` is a read-only view of the tensor in the model's mapping (``ModelFile.tensor``):
     float32 ``[N, K]`` for F32, float16 ``[N, K]`` for F16, uint8 ``[N, K/32*34]`` for Q8_0 (each
     block of 32 values: one f16 scale then 32 int8). ``shape`` is the logical numpy shape,
     e.g. ``(N, K)``; convolution kernels are flattened to 2-D by the caller. ``release``, when
-    the data is a model file's pages: drops them from memory once a backend holds its own copy,
-    ``release()`` all of them, ``release(start, stop)`` those of rows start .. stop.
+    the data is a model file's pages: frees them once a backend holds its own copy, ``release()``
+    all of them, ``release(start, stop)`` those of rows start .. stop; nothing reads them after.
     """
 
     name: str

@@ -21,6 +21,8 @@ import soundfile
 import soxr
 
 from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, ROOT, cli_env, words
+from engine.errors import ModelFileError
+from engine.gguf.reader import ModelFile
 
 JFK = AUDIO / "jfk.wav"
 
@@ -151,6 +153,48 @@ def test_a_disk_that_fills_during_the_first_conversion_leaves_no_partial_model(t
 def test_a_folder_that_cant_be_written_is_one_line(tmp_path):
     done = sayso(["transcribe", str(JFK), "--device", "cpu"], Path("/sys/sayso-data"))  # read-only, even for root
     assert "SAYSO_DATA_DIR" in one_line_error(done)
+
+
+ENGINE_WHOSE_MODEL_IS_CUT = """
+import sys
+from engine.audio import load_audio
+from engine.engine import Engine
+
+model, clip = sys.argv[1:]
+engine = Engine(model, device="cpu")
+pcm = load_audio(clip)
+print(engine.transcribe(pcm).text, flush=True)
+with open(model, "r+b") as f:  # what `cp other.gguf model.gguf` does first
+    f.truncate(4096)
+print(engine.transcribe(pcm).text, flush=True)
+"""
+
+
+def test_a_model_file_cut_short_under_a_running_engine_changes_nothing(tmp_path):
+    """The numpy backend reads its weights, the tokenizer its strings, all along: from the process's own
+    copy of the file, so a file cut short under it (SIGBUS on a mapped file) changes nothing."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(REFERENCE_GGUF.read_bytes())
+    done = subprocess.run([sys.executable, "-c", ENGINE_WHOSE_MODEL_IS_CUT, str(model), str(JFK)], cwd=ROOT,
+                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode} (a SIGBUS is {-signal.SIGBUS}): {done.stderr}"
+    before, after = done.stdout.splitlines()
+    assert after == before and words(before) == JFK_WORDS
+
+
+def test_a_model_file_cut_short_while_it_loads_is_one_clear_error(tmp_path, monkeypatch):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(REFERENCE_GGUF.read_bytes())
+    sendfile = os.sendfile
+
+    def cut_then_send(out_fd, in_fd, offset, count):  # the file is cut after its size was read
+        os.truncate(model, 1 << 20)
+        return sendfile(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", cut_then_send)
+    with pytest.raises(ModelFileError, match="changed while it was being read") as error:
+        ModelFile(model)
+    assert str(model) in str(error.value) and "load it again" in str(error.value)
 
 
 @pytest.mark.parametrize(("kind", "problem"), [

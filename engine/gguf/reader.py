@@ -1,9 +1,16 @@
-"""Open a GGUF model file (transcribe.cpp's layout) memory-mapped and hand out its metadata and weights.
+"""Open a GGUF model file (transcribe.cpp's layout) and hand out its metadata and weights.
 
 The header is read with every length checked (``header.read_header``), so a truncated, corrupt or
 unsupported file fails with one ``ModelFileError`` that names the file and the problem. Weights stay
-in the mapping: ``tensor()`` gives the raw GGUF blocks for a backend to upload, ``array()`` a
+in a mapping: ``tensor()`` gives the raw GGUF blocks for a backend to upload, ``array()`` a
 dequantized float32 copy for small tensors.
+
+The mapping is of a private copy of the file (``private_copy``), not of the file: a file that is cut
+short while a process maps it (a ``cp`` over an installed model truncates it first) makes every later
+read of the pages past its new end a SIGBUS, which kills the process. The numpy backend reads its
+weights, and the tokenizer its strings, from the mapping for as long as the model is loaded, so
+a change to the file must not reach them. The copy is made by the kernel (``sendfile``), checks that
+the whole file arrived, and its pages go as a backend lets them (``release``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,30 @@ _DTYPES = {"F32": np.float32, "F16": np.float16}
 """numpy dtype of the unquantized types; a quantized tensor is given as its raw bytes (uint8)."""
 
 
+def private_copy(f, path: Path) -> tuple[mmap.mmap, int]:
+    """The bytes of open file ``f`` in memory of this process's own (a ``memfd``), mapped, and the
+    ``madvise`` advice that frees the mapping's pages; a ``ModelFileError`` if the file shrinks while
+    it is copied. Where there is no ``memfd_create`` (macOS; Windows refuses to truncate a mapped
+    file) the file itself is mapped."""
+    size = os.fstat(f.fileno()).st_size
+    if not hasattr(os, "memfd_create"):
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), getattr(mmap, "MADV_DONTNEED", 0)
+    copy = os.memfd_create(path.name, os.MFD_CLOEXEC)
+    try:
+        copied = 0
+        while copied < size:  # the kernel copies page cache to page cache: no pass through Python
+            sent = os.sendfile(copy, f.fileno(), copied, size - copied)
+            if sent == 0:
+                now = os.fstat(f.fileno()).st_size
+                raise ModelFileError(path, f"changed while it was being read (it was {size} bytes, is {now} now)",
+                                     "Wait until whatever writes it has finished, then load it again.")
+            copied += sent
+        mapping = mmap.mmap(copy, size, access=mmap.ACCESS_WRITE)
+    finally:
+        os.close(copy)  # the mapping keeps the copy
+    return mapping, mmap.MADV_REMOVE  # frees a memfd's pages; MADV_DONTNEED would only unmap them
+
+
 class ModelFile:
     """A GGUF model file, validated and memory-mapped.
 
@@ -37,7 +68,7 @@ class ModelFile:
         self._check_is_file()
         try:
             with open(self.path, "rb") as f:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # lives as long as the weights
+                self._map, self._release_advice = private_copy(f, self.path)  # lives as long as the weights
         except (OSError, ValueError) as e:  # ValueError: the file shrank to nothing since the check
             raise ModelFileError(self.path, f"can't be read ({getattr(e, 'strerror', None) or e})") from None
         try:
@@ -103,7 +134,8 @@ class ModelFile:
         if t is None:
             raise ModelFileError(self.path, f"tensor '{name}' is missing")
         shape = tuple(reversed(t.ne))
-        raw = np.frombuffer(self._map, np.uint8, t.nbytes, self._data_offset + t.offset)  # a read-only view
+        raw = np.frombuffer(self._map, np.uint8, t.nbytes, self._data_offset + t.offset)
+        raw.flags.writeable = False  # the copy is writable only so that its pages can be let go
         if t.ggml_type in _DTYPES:
             data = raw.view(_DTYPES[t.ggml_type]).reshape(shape)
         else:  # rows of blocks: [..., K / block * bytes per block]
@@ -119,25 +151,22 @@ class ModelFile:
         self._release(offset + start * row_bytes, (stop - start) * row_bytes)
 
     def _release(self, offset: int, nbytes: int) -> None:
-        """Drop the whole pages of bytes offset .. offset+nbytes from this process's memory: a GPU
-        that copied a weight to its own memory no longer needs them, and until the file is closed
-        they count in the resident size (whisper-base on an H200: peak 371 -> 298 MB). They stay
-        mapped; reading them again reads the file."""
+        """Free the whole pages of bytes offset .. offset+nbytes: a GPU that copied a weight to its own
+        memory no longer needs them. Nothing may read them after: in the private copy they read as
+        zeros (on a system without it, the file's bytes again)."""
         page = mmap.PAGESIZE
         start, end = -(-offset // page) * page, (offset + nbytes) // page * page
         if end > start and hasattr(self._map, "madvise"):  # madvise: not on Windows
-            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+            self._map.madvise(self._release_advice, start, end - start)
 
     def array(self, name: str) -> np.ndarray:
-        """The tensor dequantized to a float32 array of its logical shape (a copy: for small tensors,
-        such as position tables, whose pages in the file then leave memory)."""
+        """The tensor dequantized to a float32 array of its logical shape (a copy, for small tensors such
+        as position tables). Its pages stay: another part of the model may read the same tensor."""
         source = self.tensor(name)
         values = source.data
         if source.ggml_type == "Q8_0":
             values = q8_0_values(np.asarray(values).reshape(-1, Q8_0_BLOCK_BYTES))
-        values = np.array(values, dtype=np.float32).reshape(source.shape)
-        source.release()
-        return values
+        return np.array(values, dtype=np.float32).reshape(source.shape)
 
     def __repr__(self) -> str:
         return f"ModelFile({str(self.path)!r}, {self.get('general.architecture')!r}, {len(self._tensors)} tensors)"
