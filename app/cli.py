@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from app.main import add_arguments
+from app.refusals import environment_error
 from engine.errors import SaysoError
 from engine.stream import FEED_SECONDS
 
@@ -306,20 +307,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-def environment_error(error: OSError) -> str:
-    """One line for an operating system's refusal: what failed, on which file, and what to do."""
-    import errno
-
-    where = f" ({error.filename})" if error.filename else ""
-    hints = {errno.EACCES: "Check the folder's permissions, or point SAYSO_DATA_DIR at a folder you can write.",
-             errno.EPERM: "Check the folder's permissions, or point SAYSO_DATA_DIR at a folder you can write.",
-             errno.EROFS: "The disk is read-only: point SAYSO_DATA_DIR at a writable folder.",
-             errno.ENOSPC: "The disk is full: free some space and try again.",
-             errno.EDQUOT: "Your disk quota is used up: free some space and try again."}
-    hint = hints.get(error.errno, "Check the file and folder named, and try again.")
-    return f"{error.strerror or error}{where}. {hint}"
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from app.hotkeys import HotkeyListener, display_server, format_hotkey
 from app.main_window import MainWindow
 from app.overlay import Overlay
 from app.recorder import Recorder, RecorderError, rescan_devices
+from app.refusals import environment_error
 from app.settings import Settings, SettingsStore
 from app.settings_view import SettingsPage
 from app.tray import Tray
@@ -360,8 +361,10 @@ class Coordinator(QObject):
         try:
             entry_id = self.history.add(pcm, self.client.model_name).id
         except Exception as error:  # a full disk must not cost the user their dictation: transcribe anyway
-            log.error("history: can't save the recording: %s", error)
-            self.dictation_page.notice.show_text(f"The recording couldn't be saved to History: {error}")
+            reason = environment_error(error) if isinstance(error, OSError) else str(error)
+            log.error("history: can't save the recording: %s", reason)
+            self.dictation_page.notice.show_text(f"This dictation couldn't be saved to History: {reason} "
+                                                 "Its text is delivered all the same.")
         job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt,
                                         take=stream)
         self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000)

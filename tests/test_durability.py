@@ -1,4 +1,5 @@
-"""A dictation survives the app being killed while it is transcribed, and the next start finishes it.
+"""A dictation survives the app being killed while it is transcribed, and the next start finishes it;
+a disk that fills up costs a dictation nothing but its place in History.
 
 Sayso runs as its own process (``python -m app``) on Xvfb, its microphone a PulseAudio null sink into
 which the test plays real speech; ``sayso --toggle`` starts and stops the dictation. The moment the
@@ -30,6 +31,7 @@ from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, words  # noqa: E402
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
+from e2e.target import TargetWindow  # noqa: E402
 
 
 
@@ -95,3 +97,32 @@ def test_a_killed_app_loses_no_dictation_and_the_next_start_finishes_it(desktop,
         assert page.interrupted.isHidden()
     finally:
         restarted.shutdown()
+
+
+def test_a_disk_that_refuses_the_recording_costs_the_dictation_only_its_place_in_history(desktop, tmp_path):
+    """The recordings folder can no longer be written while Sayso runs (a disk remounted read-only after
+    an error; here a link to /sys, which refuses even root): the user is told why and what to do in one
+    line, and the words still arrive where the cursor is."""
+    require("paplay", "xdotool", "xterm")
+    data = tmp_path / "sayso"
+    settings = {"model": str(REFERENCE_GGUF), "device": "cpu", "mode": "toggle", "cues": False, "overlay": False,
+                "live_preview": False, "delivery": "paste"}  # fmt: skip
+    app = AppProcess(data, settings)
+    editor = TargetWindow("sayso-read-only-editor")
+    try:
+        app.wait_for_log(r"Sayso is ready", timeout=600)
+        (data / "recordings").rmdir()
+        (data / "recordings").symlink_to("/sys")
+        editor.focus()
+        assert app.run("--toggle").returncode == 0
+        desktop.play(AUDIO / "jfk.wav")
+        assert app.run("--toggle").returncode == 0
+        told = app.wait_for_log(r"history: can't save the recording: (.*)", timeout=60).group(1)
+        text = editor.wait_for_text(lambda t: "country" in t.lower(), timeout=300)
+    finally:
+        editor.close()
+        assert app.stop() == 0, "\n".join(app.log[-30:])
+    print(f"\ntold: {told}")
+    assert "SAYSO_DATA_DIR" in told and str(data / "recordings") in told
+    assert words(text) == JFK_WORDS
+    assert rows(data) == []

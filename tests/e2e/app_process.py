@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 class AppProcess:
     """Runs the app with its own data folder and settings; ``wait_for_log`` reads its log as it comes."""
 
-    def __init__(self, data_dir: Path, settings: dict, *args: str, env: dict | None = None):
+    def __init__(self, data_dir: Path, settings: dict, *args: str, env: dict | None = None, preexec_fn=None):
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "settings.json").write_text(json.dumps(settings))
         self.env = {**os.environ, **(env or {}), "SAYSO_DATA_DIR": str(data_dir), "QT_QPA_PLATFORM": "xcb"}
@@ -29,6 +29,7 @@ class AppProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=preexec_fn,  # runs in the child before the app: limits on what it may do
         )
         self.log: list[str] = []
         self._lines: queue.Queue = queue.Queue()

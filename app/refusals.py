@@ -1,0 +1,23 @@
+"""What to tell the user when the operating system refuses: one line for the CLI and the app alike."""
+
+from __future__ import annotations
+
+import errno
+
+_WRITABLE = "Check the folder's permissions, or point SAYSO_DATA_DIR at a folder you can write."
+_FULL = "The disk is full: free some space and try again."
+HINTS = {
+    errno.EACCES: _WRITABLE,
+    errno.EPERM: _WRITABLE,
+    errno.EROFS: "The disk is read-only: point SAYSO_DATA_DIR at a writable folder.",
+    errno.ENOSPC: _FULL,
+    errno.EFBIG: _FULL,  # a file past what the disk (or a limit on this process) allows: full for this file
+    errno.EDQUOT: "Your disk quota is used up: free some space and try again.",
+}
+
+
+def environment_error(error: OSError) -> str:
+    """One line for an operating system's refusal: what failed, on which file, and what to do."""
+    where = f" ({error.filename})" if error.filename else ""
+    hint = HINTS.get(error.errno, "Check the file and folder named, and try again.")
+    return f"{error.strerror or error}{where}. {hint}"
