@@ -128,14 +128,26 @@ def shared_memory_kb() -> int:
 
 def test_a_model_is_read_from_a_private_copy_that_released_weights_leave():
     """The weights are read from the process's own copy of the file, which changes to the file don't
-    reach; what a GPU does after uploading a weight frees the copy's pages under it."""
+    reach; what a GPU does after uploading a weight frees the copy's pages under it, and a second
+    backend that asks for the weight later (the CPU after a GPU failed) reads it from the file again."""
     before = shared_memory_kb()
     model = ModelFile(REFERENCE)
     assert shared_memory_kb() - before > 0.9 * REFERENCE.stat().st_size / 1024  # the whole file
     embd = model.tensor("dec.token_embd.weight")  # 21 MB
+    values = np.array(embd.data)
     copied = shared_memory_kb()
     embd.release()
     assert copied - shared_memory_kb() > 20000
+    np.testing.assert_array_equal(model.tensor("dec.token_embd.weight").data, values)
+
+
+def test_a_weight_handed_out_twice_is_never_released():
+    """A view another holder still reads keeps its pages: the CPU's weights, then the GPU's upload."""
+    model = ModelFile(REFERENCE)
+    held = model.tensor("dec.token_embd.weight").data
+    values = np.array(held)
+    model.tensor("dec.token_embd.weight").release()
+    np.testing.assert_array_equal(held, values)
 
 
 def test_missing_key_and_tensor_name_the_file(reference):

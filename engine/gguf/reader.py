@@ -81,6 +81,8 @@ class ModelFile:
         self._types = header.types
         self._data_offset = header.data_offset
         self._tensors: dict[str, TensorInfo] = {t.name: t for t in header.tensors}
+        self._handed_out: dict[str, int] = {}  # how many times ``tensor`` gave each tensor
+        self._freed: list[tuple[int, int]] = []  # byte ranges of the private copy let go, to read again
 
     def _check_is_file(self) -> None:
         if not self.path.exists():
@@ -134,30 +136,54 @@ class ModelFile:
         if t is None:
             raise ModelFileError(self.path, f"tensor '{name}' is missing")
         shape = tuple(reversed(t.ne))
-        raw = np.frombuffer(self._map, np.uint8, t.nbytes, self._data_offset + t.offset)
+        offset = self._data_offset + t.offset
+        self._read_again(offset, offset + t.nbytes)
+        self._handed_out[name] = self._handed_out.get(name, 0) + 1
+        raw = np.frombuffer(self._map, np.uint8, t.nbytes, offset)
         raw.flags.writeable = False  # the copy is writable only so that its pages can be let go
         if t.ggml_type in _DTYPES:
             data = raw.view(_DTYPES[t.ggml_type]).reshape(shape)
         else:  # rows of blocks: [..., K / block * bytes per block]
             data = raw.reshape(*shape[:-1], -1)
-        release = partial(self._release_rows, self._data_offset + t.offset, t.nbytes, shape[0] if shape else 1)
+        release = partial(self._release_rows, name, offset, t.nbytes, shape[0] if shape else 1)
         return WeightSource(name=name, ggml_type=t.ggml_type, shape=shape, data=data, release=release)
 
-    def _release_rows(self, offset: int, nbytes: int, rows: int, start: int = 0, stop: int | None = None) -> None:
-        """``_release`` rows ``start .. stop`` (all of them by default) of a tensor of ``rows`` rows
-        at ``offset``: a backend that copies a large weight a few rows at a time lets each part go."""
+    def _release_rows(self, name: str, offset: int, nbytes: int, rows: int, start: int = 0,
+                      stop: int | None = None) -> None:
+        """``_release`` rows ``start .. stop`` (all of them by default) of tensor ``name`` of ``rows``
+        rows at ``offset``: a backend that copies a large weight a few rows at a time lets each part
+        go. Only a tensor handed out once: another holder (a second backend on the same file) may
+        still read its view."""
+        if self._handed_out.get(name) != 1:
+            return
         row_bytes = nbytes // max(1, rows)
         stop = rows if stop is None else min(stop, rows)
         self._release(offset + start * row_bytes, (stop - start) * row_bytes)
 
     def _release(self, offset: int, nbytes: int) -> None:
         """Free the whole pages of bytes offset .. offset+nbytes: a GPU that copied a weight to its own
-        memory no longer needs them. Nothing may read them after: in the private copy they read as
-        zeros (on a system without it, the file's bytes again)."""
+        memory no longer needs them. The views already given read zeros there after (where the file
+        itself is mapped, its bytes again); ``tensor`` reads them from the file again first."""
         page = mmap.PAGESIZE
         start, end = -(-offset // page) * page, (offset + nbytes) // page * page
         if end > start and hasattr(self._map, "madvise"):  # madvise: not on Windows
             self._map.madvise(self._release_advice, start, end - start)
+            if self._release_advice == getattr(mmap, "MADV_REMOVE", None):
+                self._freed.append((start, end))
+
+    def _read_again(self, start: int, end: int) -> None:
+        """Fill the freed ranges that overlap bytes start .. end from the file again (a model loaded on
+        the GPU, then on the CPU after the GPU failed), checking that the file still has them."""
+        overlapping = [(a, b) for a, b in self._freed if a < end and start < b]
+        if not overlapping:
+            return
+        with open(self.path, "rb") as f, memoryview(self._map) as copy:
+            for a, b in overlapping:
+                f.seek(a)
+                if f.readinto(copy[a:b]) != b - a:
+                    raise ModelFileError(self.path, "changed since it was loaded",
+                                         "Wait until whatever writes it has finished, then load it again.")
+                self._freed.remove((a, b))
 
     def array(self, name: str) -> np.ndarray:
         """The tensor dequantized to a float32 array of its logical shape (a copy, for small tensors such

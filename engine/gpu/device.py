@@ -55,7 +55,9 @@ class _ErrorTrap(logging.Handler):
 
 
 def pick_adapter() -> wgpu.GPUAdapter:
-    """The adapter Sayso uses: the high-performance one, or the one ``SAYSO_ADAPTER`` names."""
+    """The adapter Sayso uses: the high-performance one, or the one ``SAYSO_ADAPTER`` names. The
+    instance made ahead (``engine.gpu.instance``) becomes wgpu-py's first: there is one a process."""
+    instance.adopt()
     wanted = os.environ.get(ADAPTER_ENV, "").strip()
     try:
         if not wanted:
@@ -92,7 +94,6 @@ class Device:
     """
 
     def __init__(self) -> None:
-        instance.adopt()
         self.adapter = pick_adapter()
         self.info = self.adapter.info
         self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)
