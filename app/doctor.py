@@ -40,7 +40,11 @@ def compute() -> list[str]:
         device = Device().opened()
     except GpuError as error:
         return [f"{FIX}{error}", f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]
-    lines = [f"{OK}GPU: {device.describe()}"]
+    from engine.gpu import GpuOps
+
+    tier = GpuOps(device).fast
+    tier.probe()
+    lines = [f"{OK}GPU: {device.describe()}", f"{INFO}{tier.describe()}"]
     if device.is_cpu:
         lines += [
             f"{FIX}{device.info['device']} is a software renderer, slower than numpy, so Sayso transcribes on the "

@@ -1,5 +1,6 @@
 // Normalisations: LayerNorm and softmax over rows, GroupNorm over time-major [T, C] (see
-// engine/gpu/ops/norm.py). Row kernels give each row one workgroup and reduce in shared memory;
+// engine/gpu/ops/norm.py). Row kernels give each row one workgroup and reduce with reduce_workgroup.wgsl
+// or, in the fast tier, reduce_subgroup.wgsl, one of which comes before this file in a module;
 // statistics are taken in two passes (mean, then squared deviations) like numpy, because a
 // one-pass E[x²] - E[x]² loses digits on rows with a large mean.
 // Entry points reuse binding numbers for different buffers; each kernel's comment lists its own.
@@ -10,38 +11,6 @@ override HAS_B: bool = true;  // layer_norm: add b (else binding 3 is a dummy)
 
 // -3.4028235e38 rather than -inf: WGSL has no infinity literal. A row of -inf still gives NaN, as in numpy.
 const LOWEST: f32 = -3.4028235e38;
-
-var<workgroup> shared_vals: array<f32, WG>;
-
-// Tree reductions over one value per thread; every thread gets the result. They must be called
-// in workgroup-uniform control flow (they contain barriers).
-fn reduce_sum(value: f32, lid: u32) -> f32 {
-    shared_vals[lid] = value;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half = half / 2u) {
-        if (lid < half) {
-            shared_vals[lid] = shared_vals[lid] + shared_vals[lid + half];
-        }
-        workgroupBarrier();
-    }
-    let total = shared_vals[0];
-    workgroupBarrier();  // everyone has read the result before the next reduction overwrites it
-    return total;
-}
-
-fn reduce_max(value: f32, lid: u32) -> f32 {
-    shared_vals[lid] = value;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half = half / 2u) {
-        if (lid < half) {
-            shared_vals[lid] = max(shared_vals[lid], shared_vals[lid + half]);
-        }
-        workgroupBarrier();
-    }
-    let total = shared_vals[0];
-    workgroupBarrier();
-    return total;
-}
 
 // The linear workgroup index of a dispatch spread over x and y by recorder.grid().
 fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -61,20 +30,26 @@ struct RowParams { rows: u32, cols: u32, eps: f32 }
 @group(0) @binding(2) var<storage, read_write> sm_out: array<f32>;
 
 @compute @workgroup_size(WG)
-fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_index) lid: u32) {
-    let row = group_index(wid, nwg);
+fn layer_norm(inv: Invocation) {
+    let lid = inv.lid;
+    if (rp.rows == 0u) {  // an empty problem is the fast tier's probe (engine/gpu/fast.py)
+        let seen = subgroup_layout(inv);
+        ln_out[2u * lid] = seen.x;
+        ln_out[2u * lid + 1u] = seen.y;
+        return;
+    }
+    let row = group_index(inv.wid, inv.nwg);
     if (row >= rp.rows) { return; }  // workgroup-uniform, so the barriers below stay uniform
     let start = row * rp.cols;
     var sum = 0.0;
     for (var i = lid; i < rp.cols; i += WG) { sum += x[start + i]; }
-    let mean = reduce_sum(sum, lid) / f32(rp.cols);
+    let mean = reduce_sum(sum, inv) / f32(rp.cols);
     var squares = 0.0;
     for (var i = lid; i < rp.cols; i += WG) {
         let d = x[start + i] - mean;
         squares += d * d;
     }
-    let rstd = inverseSqrt(reduce_sum(squares, lid) / f32(rp.cols) + rp.eps);
+    let rstd = inverseSqrt(reduce_sum(squares, inv) / f32(rp.cols) + rp.eps);
     for (var i = lid; i < rp.cols; i += WG) {
         var y = (x[start + i] - mean) * rstd;
         if (HAS_W) { y *= w[i]; }
@@ -84,17 +59,23 @@ fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 }
 
 @compute @workgroup_size(WG)
-fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) lid: u32) {
-    let row = group_index(wid, nwg);
+fn softmax(inv: Invocation) {
+    let lid = inv.lid;
+    if (rp.rows == 0u) {  // the probe, as in layer_norm
+        let seen = subgroup_layout(inv);
+        sm_out[2u * lid] = seen.x;
+        sm_out[2u * lid + 1u] = seen.y;
+        return;
+    }
+    let row = group_index(inv.wid, inv.nwg);
     if (row >= rp.rows) { return; }
     let start = row * rp.cols;
     var top = LOWEST;
     for (var i = lid; i < rp.cols; i += WG) { top = max(top, x[start + i]); }
-    top = reduce_max(top, lid);  // subtracting the row max keeps exp() from overflowing
+    top = reduce_max(top, inv);  // subtracting the row max keeps exp() from overflowing
     var sum = 0.0;
     for (var i = lid; i < rp.cols; i += WG) { sum += exp(x[start + i] - top); }
-    let scale = 1.0 / reduce_sum(sum, lid);
+    let scale = 1.0 / reduce_sum(sum, inv);
     for (var i = lid; i < rp.cols; i += WG) {
         sm_out[start + i] = exp(x[start + i] - top) * scale;
     }
@@ -135,9 +116,9 @@ fn group_value(g: u32, i: u32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn group_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-               @builtin(local_invocation_index) lid: u32) {
-    let index = group_index(wid, nwg);
+fn group_stats(inv: Invocation) {
+    let lid = inv.lid;
+    let index = group_index(inv.wid, inv.nwg);
     if (index >= gp.groups * gp.chunks) { return; }
     let g = index / gp.chunks;
     let first = (index % gp.chunks) * gp.chunk;
@@ -145,13 +126,13 @@ fn group_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let count = f32(end - first);
     var sum = 0.0;
     for (var i = first + lid; i < end; i += WG) { sum += group_value(g, i); }
-    let mean = reduce_sum(sum, lid) / count;
+    let mean = reduce_sum(sum, inv) / count;
     var squares = 0.0;
     for (var i = first + lid; i < end; i += WG) {
         let d = group_value(g, i) - mean;
         squares += d * d;
     }
-    let m2 = reduce_sum(squares, lid);
+    let m2 = reduce_sum(squares, inv);
     if (lid == 0u) {
         partials_out[index] = vec4<f32>(count, mean, m2, 0.0);
     }

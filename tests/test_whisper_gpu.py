@@ -43,3 +43,18 @@ def test_gpu_text_equals_cpu_text(clip, transcribers):
     print(f"\n{clip}: {gpu_text}")
     assert gpu_text == cpu_text
     assert [(s.start, s.end) for s in gpu_segments] == [(s.start, s.end) for s in cpu_segments]
+
+
+def test_the_portable_tier_gives_the_fast_tiers_text(transcribers, gpu_ops, monkeypatch):
+    """``SAYSO_FAST=0`` (every kernel portable) and the fast tier the device probed give one text."""
+    from engine.gpu import GpuOps
+    from engine.gpu.fast import FAST_ENV
+
+    gpu_ops.fast.probe()  # before the variable is set: the session's backend keeps its fast tier
+    monkeypatch.setenv(FAST_ENV, "0")
+    portable = WhisperTranscriber(ModelFile(REFERENCE_GGUF), GpuOps(gpu_ops.device))
+    assert portable.model.ops.fast.versions == {} and gpu_ops.fast.versions
+    pcm = load_audio(AUDIO / "jfk.wav")
+    fast_segments, _ = transcribers[0].transcribe(pcm)
+    portable_segments, _ = portable.transcribe(pcm)
+    assert [(s.text, s.start, s.end) for s in portable_segments] == [(s.text, s.start, s.end) for s in fast_segments]

@@ -17,7 +17,6 @@ from conftest import AUDIO, REFERENCE_GGUF
 from engine.audio import load_audio
 from engine.cpu.ops import whisper_allowed_logits
 from engine.gguf.reader import ModelFile
-from engine.gpu.recorder import SLOT, ParamPacker, pack_params
 from engine.ops import WhisperRules
 from engine.whisper.decode import decode_window, language_rules, logit_rules
 from engine.whisper.frontend import log_mel
@@ -163,15 +162,6 @@ def test_language_chosen_on_the_backend_is_the_likeliest_language_token(gpu_ops,
         want = int(languages[np.argmax(logits[0, languages])])
         (token,) = select_in_lockstep(gpu_ops, cpu_ops, rules, 1, logits[None])
         assert token == want and tokenizer.language_code(want) in tokenizer.language_tokens()
-
-
-def test_recorder_packs_what_pack_params_packs():
-    arena = bytearray(2 * SLOT)
-    packer = ParamPacker()
-    for values in ([1, 2, 3], [1, -2, 0.5], [np.int64(7), True, np.float32(1.5)], [2**32 - 1, 0.0], [1, 2, 3]):
-        packer.pack_into(arena, SLOT, values)
-        block = pack_params(values)
-        assert bytes(arena[SLOT : SLOT + len(block)]) == block
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """The kernel registry: compiles the WGSL files in ``shaders/`` into compute pipelines, once each.
 
-A pipeline is named by (shader file, entry point, override constants). Override constants are how
+A pipeline is named by (shader module, entry point, override constants); a module is a file of
+``shaders/`` or several joined (``module_source``). Override constants are how
 one WGSL source serves several variants (workgroup size, weight type, epilogue) without string
 templating, so naga validates the same text that the tests exercise.
 
@@ -42,6 +43,12 @@ def shaders_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shaders"
 
 
+def module_source(module: str) -> str:
+    """The WGSL of ``module``: a file of ``shaders/``, or several joined by ``+`` (``reduce_subgroup.wgsl+
+    norm.wgsl``: kernels after the helpers they call, which another module takes from another file)."""
+    return "\n".join((shaders_dir() / file).read_text() for file in module.split("+"))
+
+
 def known_pipelines_file(device: Device, folder: Path) -> Path:
     """``folder/<adapter>-<hash of the shaders>.json``: a list that only this adapter and this
     version of the WGSL read, so a listed pipeline always still exists and compiles."""
@@ -72,11 +79,10 @@ class Kernels:
             return self.modules[file]
 
     def _compile_module(self, file: str) -> wgpu.GPUShaderModule:
-        path = shaders_dir() / file
         try:
-            source = path.read_text()
+            source = module_source(file)
         except OSError as error:
-            raise GpuError(f"Shader {path} is missing ({error.strerror}). Reinstall Sayso.") from None
+            raise GpuError(f"Shader {error.filename} is missing ({error.strerror}). Reinstall Sayso.") from None
         try:
             return self.device.device.create_shader_module(code=source, label=file)
         except wgpu.GPUError as error:

@@ -17,8 +17,8 @@ GPU objects:
   so when a buffer is garbage collected its bind groups are dropped from the cache.
 
 Recording is on the hot path (a decoder step is ~70 dispatches), so ``dispatch`` packs parameters
-with a ``struct.Struct`` cached per sequence of value types, skips ``set_pipeline`` when the
-pipeline is the one already set, and calls wgpu-native's C functions for the pass directly:
+with the entry point's declared ``struct.Struct`` (``engine.gpu.entry_points``), skips
+``set_pipeline`` when the pipeline is the one already set, and calls wgpu-native's C functions for the pass directly:
 wgpu-py's methods wrap each call in an error capture (and allocate an offsets array for
 ``set_bind_group``), most of the Python cost of a dispatch. An error in those calls still reaches
 the device's error trap and is raised by ``Device.check`` when the submission is sent.
@@ -38,7 +38,6 @@ gets a timestamped pass of its own (profiling only; a normal run keeps one pass 
 
 from __future__ import annotations
 
-import struct
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from wgpu.backends.wgpu_native._api import ffi, lib  # the pass's C calls (wgpu 
 
 from engine.errors import GpuError
 from engine.gpu.device import Device
+from engine.gpu.entry_points import MARK, EntryPoint
 from engine.gpu.kernels import Kernels
 from engine.gpu.profile import CAPACITY, DispatchTimer
 from engine.gpu.readback import PendingRead, submit_for_index
@@ -68,43 +68,6 @@ its peak, 254 without; transcribe.cpp 180-186). A ``MAP_WRITE`` buffer gets memo
 fast, on the H200 its own memory through the PCIe BAR, which is not the process's. Reading it back
 is slow per byte (H200: 64 B in 78 us, 4 KB in 145, 256 KB in 8.4 ms; ``MAP_READ`` 100-130 us for
 all three), so it serves the reads a decoder makes, a selection of tokens or one number."""
-INTEGER_TYPES = (bool, int, np.integer)
-
-
-def pack_params(values: Sequence[int | float]) -> bytes:
-    """Pack scalars for a WGSL ``struct`` of 4-byte fields: ints as i32/u32, floats as f32."""
-    out = bytearray()
-    for value in values:
-        if isinstance(value, INTEGER_TYPES):
-            out += struct.pack("<i" if value < 0 else "<I", int(value))
-        else:
-            out += struct.pack("<f", float(value))
-    if len(out) > SLOT:
-        raise ValueError(f"parameter block of {len(out)} bytes exceeds {SLOT}")
-    return bytes(out)
-
-
-class ParamPacker:
-    """``pack_params`` written straight into the arena, fast: one ``struct.Struct`` per sequence of
-    value types (ints as u32, the rest as f32), so a block costs one ``pack_into``. A negative int,
-    which u32 refuses, takes ``pack_params``'s slower way; both give the same bytes."""
-
-    def __init__(self) -> None:
-        self.structs: dict[tuple[type, ...], struct.Struct] = {}
-
-    def pack_into(self, arena: bytearray, offset: int, values: Sequence[int | float]) -> None:
-        types = tuple(map(type, values))
-        packer = self.structs.get(types)
-        if packer is None:
-            packer = struct.Struct("<" + "".join("I" if issubclass(t, INTEGER_TYPES) else "f" for t in types))
-            if packer.size > SLOT:
-                raise ValueError(f"parameter block of {packer.size} bytes exceeds {SLOT}")
-            self.structs[types] = packer
-        try:
-            packer.pack_into(arena, offset, *values)
-        except struct.error:
-            block = pack_params(values)
-            arena[offset : offset + len(block)] = block
 
 
 def grid(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]:
@@ -145,7 +108,6 @@ class Recorder:
         self.kernels = kernels
         self.arena = device.buffer(SLOT * SLOTS, wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, "params")
         self.params = bytearray(SLOT * SLOTS)
-        self.packer = ParamPacker()
         self.mark = device.buffer(16, label="submission-mark")
         # (index, id(pipeline), *ids of buffers) -> bind group. An id is only unique while its object
         # lives: a buffer's entries go when it is collected (``_forget``), before its id can return.
@@ -181,22 +143,24 @@ class Recorder:
         """The submission mark's kernel, asked for at the first dispatch rather than at start: a start
         builds the last start's pipelines on worker threads (``Kernels``), and waiting for this one
         held up the load by its place in their queue."""
-        return self.kernels.pipeline("mark.wgsl")
+        return self.kernels.pipeline(MARK.file, MARK.entry)
 
     def dispatch(
         self,
         pipeline: wgpu.GPUComputePipeline,
+        entry_point: EntryPoint,
         buffers: Sequence[wgpu.GPUBuffer],
         params: Sequence[int | float],
         groups: tuple[int, int, int],
     ) -> None:
-        """Record one dispatch. Binding 0 is the parameter block, bindings 1.. the buffers in order."""
+        """Record one dispatch of ``pipeline``, built from ``entry_point``: binding 0 is the parameter
+        block, packed as the entry point declares it, bindings 1.. the buffers in order."""
         if self.count == self.limit - 1 and pipeline is not self.mark_pipeline:  # the last slot is the mark's
             self.submit()
         if self.timer is not None:
             self._timed_pass(pipeline.label)
         index = self.count
-        self.packer.pack_into(self.params, index * SLOT, params)
+        entry_point.pack_into(self.params, index * SLOT, params)
         key = (index, id(pipeline), *map(id, buffers))  # pipelines live as long as the Kernels
         bind_group = self.bind_groups.get(key)
         if bind_group is None:
@@ -290,7 +254,7 @@ class Recorder:
         if self.recording is not None:
             self.recording.whole = False
         self.serial += 1
-        self.dispatch(self.mark_pipeline, [self.mark], [self.serial], (1, 1, 1))
+        self.dispatch(self.mark_pipeline, MARK, [self.mark], [self.serial], (1, 1, 1))
         self.compute.end()
         if self.timer is not None:
             self.timer.resolve(self.encoder)

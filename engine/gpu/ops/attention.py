@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import wgpu
 
 from engine.errors import GpuError
+from engine.gpu.entry_points import ATTENTION, ATTENTION_TILED, KV_ATTEND, KV_COMBINE, KV_PACK
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
@@ -124,12 +125,12 @@ class AttentionOps(GpuOpsBase):
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
         if not causal and rel is None and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh):
             groups = n_heads * -(-tq // TILED_ROWS)  # an encoder's attention: the register-tiled kernel
-            self.run("attention_tiled.wgsl", [q, k, v, out], [tq, tk, n_heads, float(scale), groups], grid(groups),
+            self.run(ATTENTION_TILED, [q, k, v, out], [tq, tk, n_heads, float(scale), groups], grid(groups),
                      HEAD_DIM=dh)
             return out
         groups = n_heads * -(-tq // Q_ROWS)
         self.run(
-            "attention.wgsl",
+            ATTENTION,
             [q, k, v, q if rel is None else rel, out],  # q stands in for a missing rel: it is never read then
             [tq, tk, n_heads, int(causal), int(rel is not None), float(scale), groups],
             grid(groups),
@@ -173,11 +174,10 @@ class AttentionOps(GpuOpsBase):
             return
         counter, offset = self.counter_and_offset(pos0)
         self.run(
-            "kv_cache.wgsl",
+            KV_PACK,
             [k.buffer, v.buffer, cache.buffer, counter],  # .buffer: columns are bound whole, found by offset
             self._cache_params(cache, rows=k.shape[0], pos0=offset, groups=words, k=k, v=v),
             grid(-(-words // PACK_THREADS)),
-            entry="pack",
             HEAD_DIM=cache.head_dim,
         )
 
@@ -214,23 +214,21 @@ class AttentionOps(GpuOpsBase):
         # (max, sum, weighted V) per block; with one block attend writes the answer to out itself
         partials = self.empty((heads * tq * blocks, dh + 2)) if blocks > 1 else out
         self.run(
-            "kv_cache.wgsl",
+            KV_ATTEND,
             [k.buffer, v.buffer, cache.buffer, counter, q.buffer, partials],
             self._cache_params(cache, groups=heads * tq * blocks, pos0=pack_offset, q=q, k=k, v=v, packs=int(packs),
                                **common),
             grid(heads * tq * blocks),
-            entry="attend",
             HEAD_DIM=dh,
             BLOCK=KEY_BLOCK,
         )
         if blocks == 1:
             return out
         self.run(
-            "kv_cache.wgsl",
+            KV_COMBINE,
             [partials, out],
             self._cache_params(cache, groups=heads * tq, **common),
             grid(heads * tq),
-            entry="combine",
             HEAD_DIM=dh,
         )
         return out

@@ -11,6 +11,8 @@ import numpy as np
 import wgpu
 
 from engine.gpu.device import Device
+from engine.gpu.entry_points import ADVANCE, EntryPoint
+from engine.gpu.fast import FastTier
 from engine.gpu.kernels import Kernels, known_pipelines_file
 from engine.gpu.recorder import Recorder, Replay
 from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, ModelUpload
@@ -31,13 +33,16 @@ class GpuOpsBase(Ops):
             known = known_pipelines_file(self.device, kernels_dir)
         self.kernels = Kernels(self.device, known)
         self.pool = BufferPool(self.device)
+        self.fast = FastTier(self)
         self._loading: ModelUpload | None = None  # while ``loading``
 
     # What needs the device open is made at first use: a model loads while it opens (``Device``).
 
     @cached_property
     def recorder(self) -> Recorder:
-        return Recorder(self.device, self.kernels)
+        recorder = self.__dict__["recorder"] = Recorder(self.device, self.kernels)  # the probes use it
+        self.fast.probe()  # before anything is recorded, whatever comes first
+        return recorder
 
     @cached_property
     def zero_counter(self) -> wgpu.GPUBuffer:
@@ -45,7 +50,7 @@ class GpuOpsBase(Ops):
         return self.device.buffer(16, label="zero-position")
 
     def describe(self) -> str:
-        return self.device.describe()
+        return f"{self.device.describe()} | {self.fast.describe()}"
 
     # ---- tensors --------------------------------------------------------------------------------
 
@@ -78,6 +83,7 @@ class GpuOpsBase(Ops):
         finally:
             upload, self._loading = self._loading, None
             upload.finish()
+        self.fast.probe()  # now, not at a first dispatch that may be inside a recording
 
     def weight(self, source: WeightSource) -> GpuWeight:
         """Inside ``loading`` the weight's copy goes on beside the loader's next steps; outside, it is
@@ -114,7 +120,7 @@ class GpuOpsBase(Ops):
         return Position(self.ids(np.array([value])))
 
     def advance(self, position: Position, by: int) -> None:
-        self.run("position.wgsl", [position.counter], [by], (1, 1, 1), entry="advance")
+        self.run(ADVANCE, [position.counter], [by], (1, 1, 1))
 
     def counter_and_offset(self, position: int | Position) -> tuple[wgpu.GPUBuffer, int]:
         """What a kernel that reads a position binds and takes as a parameter: a ``Position``'s
@@ -136,16 +142,19 @@ class GpuOpsBase(Ops):
 
     def run(
         self,
-        file: str,
+        entry_point: EntryPoint,
         buffers: Sequence,
         params: Sequence[int | float],
         groups: tuple[int, int, int],
-        entry: str = "main",
         **constants: float,
     ) -> None:
-        """Record ``entry`` of ``shaders/<file>`` over ``buffers`` (tensors, weights' buffers or raw
-        wgpu buffers, bound at 1.. in order) with ``params`` in the uniform at binding 0."""
+        """Record ``entry_point``, or its fast version where that is on, over ``buffers`` (tensors,
+        weights' buffers or raw wgpu buffers, bound at 1.. in order) with ``params`` (one per field
+        of its parameter struct) in the uniform at binding 0."""
         if self._loading is not None:
-            raise RuntimeError(f"{file}:{entry} was run while a model loads: its weights are not on the GPU yet")
+            raise RuntimeError(f"{entry_point.name} was run while a model loads: its weights are not on the GPU yet")
+        recorder = self.recorder  # made at the first use, which probes the fast tier first
+        entry_point = self.fast.version(entry_point)
         raw = [b.buffer if isinstance(b, GpuTensor) else b for b in buffers]
-        self.recorder.dispatch(self.kernels.pipeline(file, entry, **constants), raw, params, groups)
+        pipeline = self.kernels.pipeline(entry_point.file, entry_point.entry, **constants)
+        recorder.dispatch(pipeline, entry_point, raw, params, groups)

@@ -7,6 +7,7 @@ only k taps per channel, so it is computed directly.
 
 from __future__ import annotations
 
+from engine.gpu.entry_points import DEPTHWISE_CONV, IM2COL
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor
@@ -31,7 +32,7 @@ class ConvOps(GpuOpsBase):
             raise ValueError(f"im2col: kernel {kernel} and stride {stride} must be positive, pad {pad} not negative")
         t_out = max(0, (t + 2 * pad - kernel) // stride + 1)
         out = self.empty((t_out, c * kernel))
-        self.run("conv.wgsl", [x, out], [t, c, kernel, stride, pad, t_out], _elements(t_out * c * kernel), "im2col")
+        self.run(IM2COL, [x, out], [t, c, kernel, stride, pad, t_out], _elements(t_out * c * kernel))
         return out
 
     def depthwise_conv(self, x: GpuTensor, w: GpuTensor, b: GpuTensor | None, pad_left: int) -> GpuTensor:
@@ -49,11 +50,10 @@ class ConvOps(GpuOpsBase):
         k = w.shape[1]
         out = self.empty((t, c))
         self.run(
-            "conv.wgsl",
+            DEPTHWISE_CONV,
             [x, w, b if b is not None else x, out],
             [t, c, k, pad_left],
             _elements(t * c),
-            "depthwise_conv",
             HAS_B=b is not None,
         )
         return out

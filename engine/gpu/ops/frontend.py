@@ -3,6 +3,7 @@ once the products that make them (``gemm``) have run."""
 
 from __future__ import annotations
 
+from engine.gpu.entry_points import WHISPER_LOG_MEL
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.tensors import GpuTensor
 
@@ -19,5 +20,5 @@ class FrontendOps(GpuOpsBase):
         if rows > frames:
             raise ValueError(f"whisper_log_mel: {rows} rows of mel power for a window of {frames} frames")
         out = self.empty((frames, cols))
-        self.run("frontend.wgsl", [mel, out], [rows, frames, cols], (1, 1, 1), "whisper_log_mel")
+        self.run(WHISPER_LOG_MEL, [mel, out], [rows, frames, cols], (1, 1, 1))
         return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.gpu.entry_points import ADD, ARGMAX, EMBED, GEMM, GEMV
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor, GpuWeight
@@ -81,7 +82,7 @@ class LinearOps(GpuOpsBase):
         if x.shape != y.shape:
             raise ValueError(f"add needs equal shapes, got {x.shape} and {y.shape}")
         out = self.empty(x.shape)
-        self.run("elementwise.wgsl", [x, y, out], [out.size], _groups_for(out.size), "add")
+        self.run(ADD, [x, y, out], [out.size], _groups_for(out.size))
         return out
 
     def embed(self, ids: GpuTensor, table: GpuWeight, positions: GpuTensor | None, pos0: int | Position) -> GpuTensor:
@@ -100,7 +101,7 @@ class LinearOps(GpuOpsBase):
         buffers = [ids, table.data, scales, positions if positions is not None else ids, out, counter]
         params = [t, d, table.k_pad, table.scales_per_row // 2, offset, 0 if positions is None else positions.shape[0]]
         constants = {"WTYPE": WEIGHT_TYPES[table.kind], "HAS_POS": positions is not None}
-        self.run("embed.wgsl", buffers, params, _groups_for(t * d), **constants)
+        self.run(EMBED, buffers, params, _groups_for(t * d), **constants)
         return out
 
     def argmax(self, x: GpuTensor) -> GpuTensor:
@@ -109,7 +110,7 @@ class LinearOps(GpuOpsBase):
         if n == 0:
             raise ValueError("argmax of an empty row")
         out = self.empty((m,), np.uint32)
-        self.run("argmax.wgsl", [x, out], [m, n], grid(m))
+        self.run(ARGMAX, [x, out], [m, n], grid(m))
         return out
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -157,4 +158,4 @@ class LinearOps(GpuOpsBase):
             if norm is not None:
                 params[-1] = float(norm.eps)
                 variant["NORM"] = 1 if norm.bias is not None else 2
-        self.run("gemm.wgsl", buffers, params, groups, entry, **variant)
+        self.run(GEMV if entry == "gemv" else GEMM, buffers, params, groups, **variant)

@@ -1,6 +1,7 @@
 """Normalisations and activations on the GPU: LayerNorm, GroupNorm, softmax, GLU, SwiGLU, rotary.
 
-Kernels live in ``shaders/norm.wgsl``, ``shaders/activation.wgsl`` and ``shaders/rotary.wgsl``.
+Kernels live in ``shaders/norm.wgsl`` (its reductions in ``reduce_workgroup.wgsl``, and in the fast
+tier ``reduce_subgroup.wgsl``), ``shaders/activation.wgsl`` and ``shaders/rotary.wgsl``.
 Row reductions (LayerNorm, softmax) give each row one workgroup sized to the row, so short rows
 don't pay for barriers of idle threads; GroupNorm reduces a group in chunks so that one large group
 (Moonshine's stem: 1500 x 416 values) still spreads over the GPU.
@@ -11,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import wgpu
 
+from engine.gpu.entry_points import (GLU, GROUP_APPLY, GROUP_COMBINE, GROUP_STATS, LAYER_NORM, ROTARY, SOFTMAX, SWIGLU,
+                                     EntryPoint)
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor
@@ -66,12 +69,13 @@ class NormOps(GpuOpsBase):
         """
         rows, cols = _rows(x, "layer_norm")
         out = self.empty((rows, cols))
+        if rows == 0:  # an empty problem is how the fast tier's probe calls the kernel
+            return out
         self.run(
-            "norm.wgsl",
+            LAYER_NORM,
             [x, w if w is not None else x, b if b is not None else x, out],
             [rows, cols, float(eps)],
             grid(rows),
-            "layer_norm",
             WG=_row_threads(cols),
             HAS_W=w is not None,
             HAS_B=b is not None,
@@ -82,7 +86,9 @@ class NormOps(GpuOpsBase):
         """x: [M, N] -> [M, N], each row's softmax over N (max-subtracted, so large logits are safe)."""
         rows, cols = _rows(x, "softmax")
         out = self.empty((rows, cols))
-        self.run("norm.wgsl", [x, out], [rows, cols], grid(rows), "softmax", WG=_row_threads(cols))
+        if rows == 0:  # as in layer_norm
+            return out
+        self.run(SOFTMAX, [x, out], [rows, cols, 0.0], grid(rows), WG=_row_threads(cols))
         return out
 
     def group_norm(self, x: GpuTensor, groups: int, w: GpuTensor, b: GpuTensor, eps: float = 1e-5) -> GpuTensor:
@@ -101,28 +107,29 @@ class NormOps(GpuOpsBase):
         chunks = max(1, -(-n // chunk))  # rounding the chunk up can leave trailing chunks empty
         params = [t, c, groups, cg, n, chunk, chunks, float(eps)]
         partials = self.empty((groups * chunks, 4))
-        self.run("norm.wgsl", [x, partials], params, grid(groups * chunks), "group_stats", WG=_row_threads(chunk))
+        self.run(GROUP_STATS, [x, partials], params, grid(groups * chunks), WG=_row_threads(chunk))
         stats = self.empty((groups, 2))
-        self.run("norm.wgsl", [partials, stats], params, grid(-(-groups // 64)), "group_combine")
+        self.run(GROUP_COMBINE, [partials, stats], params, grid(-(-groups // 64)))
         out = self.empty((t, c))
-        self.run("norm.wgsl", [x, stats, w, b, out], params, _elements(t * c), "group_apply", WG=ELEMENT_THREADS)
+        self.run(GROUP_APPLY, [x, stats, w, b, out], params, _elements(t * c), WG=ELEMENT_THREADS)
         return out
 
     def glu(self, x: GpuTensor) -> GpuTensor:
         """x: [M, 2D] -> [M, D]: value half times sigmoid of the gate half (Conformer conv module)."""
-        return self._gated(x, "glu")
+        return self._gated(x, GLU)
 
     def swiglu(self, x: GpuTensor) -> GpuTensor:
         """x: [M, 2D] -> [M, D]: value half times silu of the gate half (Moonshine decoder FFN)."""
-        return self._gated(x, "swiglu")
+        return self._gated(x, SWIGLU)
 
-    def _gated(self, x: GpuTensor, entry: str) -> GpuTensor:
-        rows, width = _rows(x, entry)
+    def _gated(self, x: GpuTensor, entry_point: EntryPoint) -> GpuTensor:
+        rows, width = _rows(x, entry_point.entry)
         if width % 2:
-            raise ValueError(f"{entry} needs an even number of columns (value and gate halves), got {width}")
+            raise ValueError(f"{entry_point.entry} needs an even number of columns (value and gate halves), "
+                             f"got {width}")
         d = width // 2
         out = self.empty((rows, d))
-        self.run("activation.wgsl", [x, out], [rows, d], _elements(rows * d), entry)
+        self.run(entry_point, [x, out], [rows, d], _elements(rows * d))
         return out
 
     def rotary(self, x: GpuTensor, n_heads: int, rot_dim: int, base: float, pos0: int, interleaved: bool) -> GpuTensor:
@@ -143,7 +150,7 @@ class NormOps(GpuOpsBase):
             self._rotary_tables[key] = table
         out = self.empty((t, width))
         self.run(
-            "rotary.wgsl",
+            ROTARY,
             [x, table, out],
             [t, width, head_dim, rot_dim, int(pos0)],
             _elements(t * width),

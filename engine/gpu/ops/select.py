@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
+from engine.gpu.entry_points import WHISPER_SELECT
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.tensors import GpuTensor
 from engine.ops import WhisperRules
@@ -98,7 +99,7 @@ class SelectOps(GpuOpsBase):
             raise ValueError(f"whisper_select takes logits [1, {rules.n_vocab}], got {logits.shape}")
         params = [rules.n_vocab, rules.eot, rules.timestamp_begin, int(rules.timestamps),
                   rules.max_initial_timestamp, selection.capacity, _words(rules)]
-        self.run("whisper_select.wgsl", [logits, selection.masks, selection.state, selection.ids], params, (1, 1, 1),
+        self.run(WHISPER_SELECT, [logits, selection.masks, selection.state, selection.ids], params, (1, 1, 1),
                  WG=self._select_threads)
         return selection.ids
 

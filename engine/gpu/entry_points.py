@@ -1,0 +1,97 @@
+"""Every WGSL entry point the engine dispatches, declared once: its module (a file of ``shaders/``, or
+files joined by ``+``: ``engine.gpu.kernels.module_source``), the storage buffers it binds
+at 1.. (named as the WGSL names them) and its parameter struct at binding 0, field by field with the
+field's WGSL type. ``pack_into`` packs a dispatch's parameters by those types, so an int can't reach
+an ``f32`` field as its bit pattern, nor a float a ``u32``; a test reads the shaders and checks each
+declaration against them (``tests/test_entry_points.py``).
+
+A fast version (``needs`` device features) stands beside the portable one it replaces, with the same
+bindings and parameters; ``engine.gpu.fast`` decides, by probing, which fast versions a device runs.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+FORMATS = {"u32": "I", "i32": "i", "f32": "f"}
+"""``struct`` codes of the WGSL scalar types a parameter struct holds (4 bytes each)."""
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    file: str
+    entry: str
+    bindings: tuple[str, ...]
+    params: tuple[tuple[str, str], ...]
+    needs: tuple[str, ...] = ()  # device features a fast version needs; a portable one needs none
+    packer: struct.Struct = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "packer", struct.Struct("<" + "".join(FORMATS[t] for _, t in self.params)))
+
+    @property
+    def name(self) -> str:
+        return f"{self.file}:{self.entry}"
+
+    def pack_into(self, arena: bytearray, offset: int, values: Sequence[int | float]) -> None:
+        """``values``, one per declared field in order, into ``arena`` at ``offset``."""
+        try:
+            self.packer.pack_into(arena, offset, *values)
+        except struct.error as error:
+            fields = ", ".join(f"{name}: {type_}" for name, type_ in self.params)
+            raise ValueError(f"{self.name} takes ({fields}), not {list(values)}: {error}") from None
+
+
+def _fields(names: str, type_: str = "u32") -> tuple[tuple[str, str], ...]:
+    return tuple((name, type_) for name in names.split())
+
+
+ROW = _fields("rows cols") + (("eps", "f32"),)
+GROUP = _fields("t c groups cg n chunk chunks") + (("eps", "f32"),)
+LINEAR = _fields("m n k k_pad scale_stride") + (("alpha", "f32"), ("eps", "f32"))
+CACHE = _fields("rows heads capacity pos0 length causal") + (("scale", "f32"),) + _fields(
+    "blocks groups q_at k_at v_at stride packs span")
+
+# ---- portable ---------------------------------------------------------------------------------------
+NORM = "reduce_workgroup.wgsl+norm.wgsl"
+LAYER_NORM = EntryPoint(NORM, "layer_norm", ("x", "w", "b", "ln_out"), ROW)
+SOFTMAX = EntryPoint(NORM, "softmax", ("x", "sm_out"), ROW)
+GROUP_STATS = EntryPoint(NORM, "group_stats", ("x", "partials_out"), GROUP)
+GROUP_COMBINE = EntryPoint(NORM, "group_combine", ("partials", "stats_out"), GROUP)
+GROUP_APPLY = EntryPoint(NORM, "group_apply", ("x", "stats", "gw", "gb", "gn_out"), GROUP)
+GLU = EntryPoint("activation.wgsl", "glu", ("x", "out"), _fields("rows d"))
+SWIGLU = EntryPoint("activation.wgsl", "swiglu", ("x", "out"), _fields("rows d"))
+ROTARY = EntryPoint("rotary.wgsl", "main", ("x", "turns_per_pos", "out"), _fields("t width head_dim rot_dim pos0"))
+ADD = EntryPoint("elementwise.wgsl", "add", ("x", "y", "out"), _fields("count"))
+EMBED = EntryPoint("embed.wgsl", "main", ("ids", "table", "scales", "positions", "out", "at"),
+                   _fields("t d k_pad scale_stride pos0 n_positions"))
+ARGMAX = EntryPoint("argmax.wgsl", "main", ("x", "ids"), _fields("m n"))
+GEMM = EntryPoint("gemm.wgsl", "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
+GEMV = EntryPoint("gemm.wgsl", "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
+ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "rel", "out"),
+                       _fields("tq tk heads causal has_rel") + (("scale", "f32"), ("groups", "u32")))
+ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),
+                             _fields("tq tk heads") + (("scale", "f32"), ("groups", "u32")))
+KV_PACK = EntryPoint("kv_cache.wgsl", "pack", ("pack_k", "pack_v", "cache", "at"), CACHE)
+KV_ATTEND = EntryPoint("kv_cache.wgsl", "attend", ("pack_k", "pack_v", "cache", "at", "attend_q", "attend_partials"),
+                       CACHE)
+KV_COMBINE = EntryPoint("kv_cache.wgsl", "combine", ("combine_partials", "combine_out"), CACHE)
+IM2COL = EntryPoint("conv.wgsl", "im2col", ("x", "unfolded"), _fields("t c kernel stride pad t_out"))
+DEPTHWISE_CONV = EntryPoint("conv.wgsl", "depthwise_conv", ("x", "taps", "bias", "conv_out"), _fields("t c k pad_left"))
+WHISPER_LOG_MEL = EntryPoint("frontend.wgsl", "whisper_log_mel", ("mel", "out"), _fields("rows frames cols"))
+WHISPER_SELECT = EntryPoint("whisper_select.wgsl", "main", ("logits", "masks", "state", "ids"),
+                            _fields("n_vocab eot timestamp_begin timestamps max_initial_timestamp capacity words"))
+ADVANCE = EntryPoint("position.wgsl", "advance", ("counter",), _fields("by"))
+MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
+
+# ---- fast: subgroup reductions ----------------------------------------------------------------------
+NORM_SUBGROUP = "reduce_subgroup.wgsl+norm.wgsl"
+LAYER_NORM_SUBGROUP = EntryPoint(NORM_SUBGROUP, "layer_norm", LAYER_NORM.bindings, ROW, ("subgroup",))
+SOFTMAX_SUBGROUP = EntryPoint(NORM_SUBGROUP, "softmax", SOFTMAX.bindings, ROW, ("subgroup",))
+
+FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP}
+"""Each portable entry point that has a fast version, and that version."""
+
+ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]

@@ -1,0 +1,104 @@
+"""The fast kernel tier: which fast versions of entry points (``entry_points.FAST_VERSIONS``) this
+device runs, decided once, when a model has loaded (or at the first dispatch without one).
+
+A fast version replaces its portable entry point only where ``SAYSO_FAST`` is not ``0``, the device
+has every feature it needs, and a probe dispatch of each of its pipelines (one per workgroup size the
+ops use) succeeds and reports the subgroup layout the kernel is written for: every invocation in a
+subgroup of one size, a power of two from 4 to 64 that divides the workgroup or holds it whole, and
+invocation ``lid`` its lane ``lid % size``. Vulkan promises none of that for compute, hence the
+probe. A device error during the probes turns the whole tier off: the portable kernels run alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import wgpu
+
+from engine.errors import GpuError
+from engine.gpu.entry_points import FAST_VERSIONS, EntryPoint
+
+FAST_ENV = "SAYSO_FAST"
+ROW_WORKGROUPS = (32, 64, 128, 256)
+"""The workgroup sizes the row kernels run with (``engine.gpu.ops.norm._row_threads``): each is a
+pipeline of its own, and each is probed."""
+
+log = logging.getLogger(__name__)
+
+
+class FastTier:
+    """``version(entry_point)``: the fast version if it is on, else the entry point itself.
+    ``verdicts``: each fast version's name -> ``"on"`` or why it is off."""
+
+    def __init__(self, ops) -> None:
+        self.ops = ops
+        self.versions: dict[EntryPoint, EntryPoint] = {}
+        self.verdicts: dict[str, str] = {}
+        self.probed = False
+
+    def version(self, entry_point: EntryPoint) -> EntryPoint:
+        return self.versions.get(entry_point, entry_point)
+
+    def probe(self) -> None:
+        """Decide, once, which fast versions run."""
+        if self.probed:
+            return
+        self.probed = True
+        if os.environ.get(FAST_ENV, "").strip() == "0":
+            self.verdicts = {fast.name: f"off ({FAST_ENV}=0)" for fast in FAST_VERSIONS.values()}
+            return
+        try:
+            for portable, fast in FAST_VERSIONS.items():
+                missing = [f for f in fast.needs if f not in self.ops.device.features]
+                if missing:
+                    self.verdicts[fast.name] = f"off (the device has no {', '.join(missing)})"
+                    continue
+                problem = self._probe_layouts(fast)
+                self.verdicts[fast.name] = "on" if problem is None else f"off ({problem})"
+                if problem is None:
+                    self.versions[portable] = fast
+        except (GpuError, wgpu.GPUError) as error:  # the device failed a probe: trust no fast kernel
+            self.versions.clear()
+            reason = f"off (a device error in the probes: {error})"
+            self.verdicts = {fast.name: reason for fast in FAST_VERSIONS.values()}
+        log.info("fast kernels: %s", self.describe())
+
+    def _probe_layouts(self, fast: EntryPoint) -> str | None:
+        """Why ``fast``'s pipelines can't be trusted, or None: each one's empty problem (all
+        parameters 0) writes (subgroup size, lane) per invocation, checked against ``lid``."""
+        ops = self.ops
+        for threads in ROW_WORKGROUPS:
+            pipeline = ops.kernels.pipeline(fast.file, fast.entry, WG=threads)
+            out = ops.empty((threads, 2))
+            unused = ops.empty((1,))  # every read binding is bound to something
+            buffers = [unused.buffer] * (len(fast.bindings) - 1) + [out.buffer]
+            empty = [0.0 if type_ == "f32" else 0 for _, type_ in fast.params]
+            ops.recorder.dispatch(pipeline, fast, buffers, empty, (1, 1, 1))
+            seen = ops.read(out)
+            problem = layout_problem(seen[:, 0], seen[:, 1], threads)
+            if problem is not None:
+                return f"workgroup of {threads}: {problem}"
+        return None
+
+    def describe(self) -> str:
+        """One line: which fast versions are on, and why each other one is off."""
+        if not self.verdicts:
+            return "fast kernels: not probed yet"
+        return "fast kernels: " + "; ".join(f"{name} {verdict}" for name, verdict in self.verdicts.items())
+
+
+def layout_problem(sizes: np.ndarray, lanes: np.ndarray, threads: int) -> str | None:
+    """What is wrong with the subgroup layout a probe saw (``sizes``, ``lanes`` per invocation of a
+    workgroup of ``threads``), or None when it is the one the fast kernels assume."""
+    size = int(sizes[0])
+    if not np.all(sizes == size):
+        return f"subgroups of several sizes ({sorted(set(sizes.astype(int).tolist()))})"
+    if size < 4 or size > 64 or size & (size - 1):
+        return f"subgroup size {size} (the kernels take a power of two from 4 to 64)"
+    expected = np.arange(threads) % size
+    if not np.array_equal(lanes.astype(int), expected):
+        first = int(np.argmax(lanes.astype(int) != expected))
+        return f"invocation {first} is lane {int(lanes[first])}, not {first % size}"
+    return None

@@ -1,0 +1,44 @@
+// Reductions over a workgroup for the fast tier: each subgroup reduces in registers (subgroupAdd,
+// subgroupMax) and only one value per subgroup goes through workgroup memory, so a reduction costs
+// two barriers instead of 2·log2(WG); every invocation then adds the subgroups' values in the same
+// order, so all agree. The same functions as reduce_workgroup.wgsl, which says how modules are made.
+// They assume the layout the start's probe checks (engine/gpu/fast.py): invocation lid is lane
+// lid % size of subgroup lid / size, the subgroups of one size from 4 to 64.
+
+struct Invocation {
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_size) size: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+}
+
+const MAX_SUBGROUPS: u32 = 64u;  // 256 threads in subgroups of 4, the smallest the probe accepts
+
+var<workgroup> subgroup_vals: array<f32, MAX_SUBGROUPS>;
+
+// Must be called in workgroup-uniform control flow (a barrier).
+fn reduce_sum(value: f32, inv: Invocation) -> f32 {
+    let part = subgroupAdd(value);
+    if (inv.lane == 0u) { subgroup_vals[inv.lid / inv.size] = part; }
+    workgroupBarrier();
+    var total = 0.0;
+    for (var i = 0u; i < (WG + inv.size - 1u) / inv.size; i++) { total += subgroup_vals[i]; }
+    workgroupBarrier();  // everyone has read the values before the next reduction writes them
+    return total;
+}
+
+fn reduce_max(value: f32, inv: Invocation) -> f32 {
+    let part = subgroupMax(value);
+    if (inv.lane == 0u) { subgroup_vals[inv.lid / inv.size] = part; }
+    workgroupBarrier();
+    var top = subgroup_vals[0];
+    for (var i = 1u; i < (WG + inv.size - 1u) / inv.size; i++) { top = max(top, subgroup_vals[i]); }
+    workgroupBarrier();
+    return top;
+}
+
+// (subgroup size, lane) as this invocation saw them: what a probe writes and the host checks.
+fn subgroup_layout(inv: Invocation) -> vec2<f32> {
+    return vec2<f32>(f32(inv.size), f32(inv.lane));
+}

@@ -1,0 +1,47 @@
+// Reductions over a workgroup, the portable way: a tree in workgroup memory. A module of row kernels
+// is this file or reduce_subgroup.wgsl, then the kernels' file (engine/gpu/entry_points.py names the
+// pair): both define the same `Invocation` (the builtins an entry point takes), `reduce_sum`,
+// `reduce_max` and `subgroup_layout`, so one text of each kernel serves both tiers.
+
+struct Invocation {
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+}
+
+var<workgroup> shared_vals: array<f32, WG>;
+
+// One value per thread in, the workgroup's sum (max) out to every thread. They must be called in
+// workgroup-uniform control flow (they contain barriers).
+fn reduce_sum(value: f32, inv: Invocation) -> f32 {
+    shared_vals[inv.lid] = value;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half = half / 2u) {
+        if (inv.lid < half) {
+            shared_vals[inv.lid] = shared_vals[inv.lid] + shared_vals[inv.lid + half];
+        }
+        workgroupBarrier();
+    }
+    let total = shared_vals[0];
+    workgroupBarrier();  // everyone has read the result before the next reduction overwrites it
+    return total;
+}
+
+fn reduce_max(value: f32, inv: Invocation) -> f32 {
+    shared_vals[inv.lid] = value;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half = half / 2u) {
+        if (inv.lid < half) {
+            shared_vals[inv.lid] = max(shared_vals[inv.lid], shared_vals[inv.lid + half]);
+        }
+        workgroupBarrier();
+    }
+    let total = shared_vals[0];
+    workgroupBarrier();
+    return total;
+}
+
+// What a probe of the fast tier reads (reduce_subgroup.wgsl); portable kernels are never probed.
+fn subgroup_layout(inv: Invocation) -> vec2<f32> {
+    return vec2<f32>(0.0, f32(inv.lid));
+}

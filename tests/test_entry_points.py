@@ -1,0 +1,123 @@
+"""The kernels' declarations (``engine.gpu.entry_points``) hold for the shaders, and the fast tier
+(``engine.gpu.fast``) is decided by probes: on lavapipe, which offers subgroups, the fast kernels run
+and give the portable kernels' results."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from engine.gpu import GpuOps
+from engine.gpu import entry_points as declared
+from engine.gpu.entry_points import FAST_VERSIONS, LAYER_NORM, SOFTMAX, EntryPoint
+from engine.gpu.fast import FAST_ENV, FastTier, layout_problem
+from engine.gpu.kernels import module_source, shaders_dir
+from engine.gpu.recorder import SLOT
+from wgsl import entry_points
+
+MODULES = {e.file: entry_points(module_source(e.file)) for e in declared.ALL}
+
+
+@pytest.mark.parametrize("entry_point", declared.ALL, ids=lambda e: e.name)
+def test_each_declaration_is_its_shaders(entry_point: EntryPoint):
+    """Bindings 1.. in order, by name, and the parameter struct field by field, name and type."""
+    text = MODULES[entry_point.file][entry_point.entry]
+    assert sorted(text.bindings) == list(range(1, len(entry_point.bindings) + 1))
+    for number, name in enumerate(entry_point.bindings, start=1):
+        assert name in text.bindings[number], f"binding {number} is {text.bindings[number]} in the WGSL"
+    assert list(entry_point.params) == text.params
+    assert entry_point.packer.size <= SLOT
+
+
+def test_every_entry_point_in_the_shaders_is_declared():
+    """In a module of several files, the kernels are the last file's."""
+    named = {(e.file.split("+")[-1], e.entry) for e in declared.ALL}
+    in_files = {path.name: entry_points(path.read_text()) for path in shaders_dir().glob("*.wgsl")}
+    assert named == {(file, entry) for file, entries in in_files.items() for entry in entries}
+
+
+def test_parameters_are_packed_by_their_declared_types():
+    arena = bytearray(SLOT)
+    LAYER_NORM.pack_into(arena, 0, [3, 384, 1e-5])
+    assert struct.unpack_from("<IIf", arena) == (3, 384, pytest.approx(1e-5))
+    with pytest.raises(ValueError, match=r"\+norm.wgsl:layer_norm takes \(rows: u32, cols: u32, eps: f32\)"):
+        LAYER_NORM.pack_into(arena, 0, [3.0, 384, 1e-5])  # a float where a u32 is declared
+    with pytest.raises(ValueError, match="layer_norm takes"):
+        LAYER_NORM.pack_into(arena, 0, [3, 384])  # a field missing
+
+
+def test_every_pipeline_of_both_tiers_builds(gpu_ops):
+    for entry_point in declared.ALL:
+        if all(feature in gpu_ops.device.features for feature in entry_point.needs):
+            assert gpu_ops.kernels.pipeline(entry_point.file, entry_point.entry) is not None
+
+
+def test_the_probes_turn_on_each_fast_kernel_the_device_can_run(gpu_ops):
+    tier = gpu_ops.fast
+    tier.probe()
+    print(f"\n{gpu_ops.describe()}")
+    assert "subgroup" in gpu_ops.device.features  # lavapipe and real GPUs: else this test says nothing
+    assert tier.verdicts == {fast.name: "on" for fast in FAST_VERSIONS.values()}
+    assert tier.version(LAYER_NORM) is FAST_VERSIONS[LAYER_NORM]
+    assert "reduce_subgroup.wgsl+norm.wgsl:layer_norm on" in gpu_ops.describe()
+
+
+@pytest.fixture(scope="module")
+def portable_ops(gpu_ops):
+    """A second backend on the same device, with the fast tier forced off."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FAST_ENV, "0")
+        ops = GpuOps(gpu_ops.device)
+        ops.fast.probe()
+    return ops
+
+
+def test_sayso_fast_0_forces_the_portable_tier(portable_ops):
+    assert portable_ops.fast.versions == {}
+    assert set(portable_ops.fast.verdicts.values()) == {f"off ({FAST_ENV}=0)"}
+    assert "off (SAYSO_FAST=0)" in portable_ops.describe()
+
+
+@pytest.mark.parametrize("cols", [1, 7, 64, 384, 1500])
+def test_fast_row_kernels_give_the_portable_results(gpu_ops, portable_ops, cols):
+    """Same inputs through both tiers, every workgroup size the row kernels use (by ``cols``)."""
+    gpu_ops.fast.probe()
+    x = np.random.default_rng(cols).standard_normal((5, cols)).astype(np.float32) * 3 + 1
+    w, b = (np.random.default_rng(cols + 1).standard_normal((2, cols)).astype(np.float32))
+    for ops in (gpu_ops, portable_ops):
+        tensors = ops.tensor(x), ops.tensor(w), ops.tensor(b)
+        normed = ops.read(ops.layer_norm(*tensors, 1e-5))
+        soft = ops.read(ops.softmax(tensors[0]))
+        if ops is gpu_ops:
+            fast = normed, soft
+    np.testing.assert_allclose(fast[0], normed, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fast[1], soft, rtol=1e-5, atol=1e-7)
+    mean, std = x.mean(axis=1, keepdims=True), x.std(axis=1, keepdims=True)
+    np.testing.assert_allclose(fast[0], (x - mean) / np.sqrt(std**2 + 1e-5) * w + b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_device_error_in_the_probes_turns_the_whole_tier_off(gpu_ops, monkeypatch):
+    """A fast version whose shader the device refuses (here: one that isn't there) fails its probe
+    with a GPU error: then no fast kernel is trusted, however the others fared."""
+    broken = EntryPoint("no_such_shader.wgsl", "layer_norm", LAYER_NORM.bindings, LAYER_NORM.params, ("subgroup",))
+    monkeypatch.setattr("engine.gpu.fast.FAST_VERSIONS", {SOFTMAX: FAST_VERSIONS[SOFTMAX], LAYER_NORM: broken})
+    tier = FastTier(gpu_ops)
+    tier.probe()
+    assert tier.versions == {}
+    assert all(verdict.startswith("off (a device error in the probes") for verdict in tier.verdicts.values())
+
+
+def test_a_layout_the_kernels_are_not_written_for_is_named():
+    lanes = np.arange(64) % 32
+    assert layout_problem(np.full(64, 32.0), lanes.astype(np.float32), 64) is None
+    assert "several sizes" in layout_problem(np.r_[np.full(32, 32.0), np.full(32, 16.0)], lanes, 64)
+    assert "size 2" in layout_problem(np.full(64, 2.0), np.arange(64) % 2, 64)
+    assert "invocation 1 is lane 2" in layout_problem(np.full(64, 32.0), (np.arange(64) * 2) % 32, 64)
+
+
+def test_the_reader_finds_what_a_kernel_reaches_through_its_functions():
+    text = entry_points(module_source(LAYER_NORM.file))["layer_norm"]
+    assert text.params == [("rows", "u32"), ("cols", "u32"), ("eps", "f32")]
+    assert {n: sorted(v) for n, v in text.bindings.items()} == {1: ["x"], 2: ["w"], 3: ["b"], 4: ["ln_out"]}
