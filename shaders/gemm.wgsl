@@ -9,6 +9,8 @@
 //   HAS_RESIDUAL  read `residual` [M, N] and scale by alpha
 //   NORM          gemv only: 0 none, 1 LayerNorm of the row with `norm_w` and `norm_b` first, 2 the
 //                 same without a bias (a decoder step's norm then needs no dispatch of its own)
+// `gemv` reduces with reduce_workgroup.wgsl or, in the fast tier, reduce_subgroup.wgsl, one of which
+// comes before this file in a module (engine/gpu/entry_points.py).
 // Bindings the variant does not read are still bound (the caller passes any buffer there), so every
 // variant has the same layout.
 //
@@ -32,6 +34,7 @@ override ACT: u32 = 0u;
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
 override NORM: u32 = 0u;
+override WG: u32 = 256u;  // gemv's threads: GEMV_ROWS rows of GEMV_LANES (the reductions' workgroup size)
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -216,11 +219,9 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // One input row: each output value is a dot product over K, so a workgroup takes 8 outputs and
 // 32 threads split each one's K, eight weights per thread per step (a 16-byte read for F16, so a
-// row's reads are contiguous across its threads). Partial sums meet in shared memory.
+// row's reads are contiguous across its threads). Each output's partial sums meet in `reduce_lanes`.
 const GEMV_ROWS = 8u;
 const GEMV_LANES = 32u;
-
-var<workgroup> partial: array<f32, 256>;
 
 // Which of k .. k+3 lie inside the row (k < K).
 fn in_row(k: u32) -> vec4<bool> {
@@ -232,35 +233,20 @@ fn a4(k: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), a_vec[k / 4u], in_row(k));
 }
 
-// The sum over the workgroup of each thread's `value`, for every thread (it leaves `partial` dirty).
-fn workgroup_sum(t: u32, value: f32) -> f32 {
-    partial[t] = value;
-    workgroupBarrier();
-    for (var stride = 128u; stride > 0u; stride /= 2u) {
-        if (t < stride) {
-            partial[t] += partial[t + stride];
-        }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier(); // everyone has read it before `partial` is written again
-    return total;
-}
-
 // The row's mean and 1 / standard deviation (NORM), each workgroup computing them for itself:
 // K values are little to read next to a workgroup's 8 rows of W. Two passes, as norm.wgsl does.
-fn row_stats(t: u32) -> vec2<f32> {
+fn row_stats(inv: Invocation) -> vec2<f32> {
     var sum = vec4<f32>(0.0);
-    for (var k = t * 4u; k < p.k; k += 1024u) {
+    for (var k = inv.lid * 4u; k < p.k; k += 1024u) {
         sum += a4(k);
     }
-    let mean = workgroup_sum(t, dot(sum, vec4<f32>(1.0))) / f32(p.k);
+    let mean = reduce_sum(dot(sum, vec4<f32>(1.0)), inv) / f32(p.k);
     var squares = 0.0;
-    for (var k = t * 4u; k < p.k; k += 1024u) {
+    for (var k = inv.lid * 4u; k < p.k; k += 1024u) {
         let d = select(vec4<f32>(0.0), a4(k) - mean, in_row(k));
         squares += dot(d, d);
     }
-    return vec2<f32>(mean, inverseSqrt(workgroup_sum(t, squares) / f32(p.k) + p.eps));
+    return vec2<f32>(mean, inverseSqrt(reduce_sum(squares, inv) / f32(p.k) + p.eps));
 }
 
 // a4 after NORM: (a - mean) * rstd * w + b; zero past K.
@@ -275,14 +261,20 @@ fn normed4(k: u32, stats: vec2<f32>) -> vec4<f32> {
     return select(vec4<f32>(0.0), v, in_row(k));
 }
 
-@compute @workgroup_size(256)
-fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {
+@compute @workgroup_size(WG)
+fn gemv(inv: Invocation) {
+    let t = inv.lid;
+    if (p.n == 0u) {  // an empty problem is the fast tier's probe (engine/gpu/fast.py)
+        let seen = subgroup_layout(inv);
+        c[2u * t] = seen.x;
+        c[2u * t + 1u] = seen.y;
+        return;
+    }
     let lane = t % GEMV_LANES;
-    let n = (wid.x + wid.y * groups.x) * GEMV_ROWS + t / GEMV_LANES;
+    let n = (inv.wid.x + inv.wid.y * inv.nwg.x) * GEMV_ROWS + t / GEMV_LANES;
     var stats = vec2<f32>(0.0);
     if (NORM != 0u) {
-        stats = row_stats(t);
+        stats = row_stats(inv);
     }
     var sum = 0.0;
     if (n < p.n) {
@@ -291,15 +283,8 @@ fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             sum += dot(normed4(k, stats), wv.lo) + dot(normed4(k + 4u, stats), wv.hi);
         }
     }
-    partial[t] = sum;
-    workgroupBarrier();
-    for (var stride = GEMV_LANES / 2u; stride > 0u; stride /= 2u) {
-        if (lane < stride) {
-            partial[t] += partial[t + stride];
-        }
-        workgroupBarrier();
-    }
+    let total = reduce_lanes(sum, GEMV_LANES, inv);
     if (lane == 0u && n < p.n) {
-        c[n] = finish(partial[t], 0u, n);
+        c[n] = finish(total, 0u, n);
     }
 }

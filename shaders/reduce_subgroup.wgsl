@@ -3,7 +3,7 @@
 // two barriers instead of 2·log2(WG); every invocation then adds the subgroups' values in the same
 // order, so all agree. The same functions as reduce_workgroup.wgsl, which says how modules are made.
 // They assume the layout the start's probe checks (engine/gpu/fast.py): invocation lid is lane
-// lid % size of subgroup lid / size, the subgroups of one size from 4 to 64.
+// lid % size of subgroup lid / size, the subgroups of one size from 4 to 32.
 
 struct Invocation {
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -36,6 +36,19 @@ fn reduce_max(value: f32, inv: Invocation) -> f32 {
     for (var i = 1u; i < (WG + inv.size - 1u) / inv.size; i++) { top = max(top, subgroup_vals[i]); }
     workgroupBarrier();
     return top;
+}
+
+// As reduce_workgroup.wgsl's; `width` must be a multiple of the subgroup size (the probe accepts no
+// subgroup wider than 32, gemv's width).
+fn reduce_lanes(value: f32, width: u32, inv: Invocation) -> f32 {
+    let part = subgroupAdd(value);
+    if (inv.lane == 0u) { subgroup_vals[inv.lid / inv.size] = part; }
+    workgroupBarrier();
+    let first = (inv.lid - inv.lid % width) / inv.size;
+    var total = 0.0;
+    for (var i = 0u; i < width / inv.size; i++) { total += subgroup_vals[first + i]; }
+    workgroupBarrier();
+    return total;
 }
 
 // (subgroup size, lane) as this invocation saw them: what a probe writes and the host checks.

@@ -1,7 +1,8 @@
 // Reductions over a workgroup, the portable way: a tree in workgroup memory. A module of row kernels
 // is this file or reduce_subgroup.wgsl, then the kernels' file (engine/gpu/entry_points.py names the
 // pair): both define the same `Invocation` (the builtins an entry point takes), `reduce_sum`,
-// `reduce_max` and `subgroup_layout`, so one text of each kernel serves both tiers.
+// `reduce_max`, `reduce_lanes` and `subgroup_layout`, so one text of each kernel serves both tiers.
+// The including file declares WG, the workgroup size.
 
 struct Invocation {
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -37,6 +38,23 @@ fn reduce_max(value: f32, inv: Invocation) -> f32 {
         workgroupBarrier();
     }
     let total = shared_vals[0];
+    workgroupBarrier();
+    return total;
+}
+
+// The sum over each aligned group of `width` invocations (a power of two dividing WG: one output's
+// threads in gemv), for every invocation of the group.
+fn reduce_lanes(value: f32, width: u32, inv: Invocation) -> f32 {
+    shared_vals[inv.lid] = value;
+    workgroupBarrier();
+    let lane = inv.lid % width;
+    for (var half = width / 2u; half > 0u; half = half / 2u) {
+        if (lane < half) {
+            shared_vals[inv.lid] = shared_vals[inv.lid] + shared_vals[inv.lid + half];
+        }
+        workgroupBarrier();
+    }
+    let total = shared_vals[inv.lid - lane];
     workgroupBarrier();
     return total;
 }

@@ -98,10 +98,28 @@ def test_fast_row_kernels_give_the_portable_results(gpu_ops, portable_ops, cols)
     np.testing.assert_allclose(fast[0], (x - mean) / np.sqrt(std**2 + 1e-5) * w + b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("k", [5, 384, 1500])
+def test_the_fast_gemv_gives_the_portable_result(gpu_ops, portable_ops, k):
+    """A decoder step's product, its row normalised first (gemv's NORM), through both tiers."""
+    from engine.ops import RowNorm, WeightSource
+
+    rng = np.random.default_rng(k)
+    a, w = rng.standard_normal((1, k)).astype(np.float32), rng.standard_normal((70, k)).astype(np.float32)
+    norm_w, norm_b = rng.standard_normal((2, k)).astype(np.float32)
+    results = []
+    for ops in (gpu_ops, portable_ops):
+        weight = ops.weight(WeightSource("w", "F32", w.shape, w))
+        norm = RowNorm(ops.tensor(norm_w), ops.tensor(norm_b), 1e-5)
+        results.append(ops.read(ops.gemv(ops.tensor(a), weight, norm=norm)))
+    assert gpu_ops.fast.version(declared.GEMV) is declared.GEMV_SUBGROUP
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
+
+
 def test_a_device_error_in_the_probes_turns_the_whole_tier_off(gpu_ops, monkeypatch):
     """A fast version whose shader the device refuses (here: one that isn't there) fails its probe
     with a GPU error: then no fast kernel is trusted, however the others fared."""
-    broken = EntryPoint("no_such_shader.wgsl", "layer_norm", LAYER_NORM.bindings, LAYER_NORM.params, ("subgroup",))
+    broken = EntryPoint("no_such_shader.wgsl", "layer_norm", LAYER_NORM.bindings, LAYER_NORM.params, ("subgroup",),
+                        "ln_out", (256,))
     monkeypatch.setattr("engine.gpu.fast.FAST_VERSIONS", {SOFTMAX: FAST_VERSIONS[SOFTMAX], LAYER_NORM: broken})
     tier = FastTier(gpu_ops)
     tier.probe()

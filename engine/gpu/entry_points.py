@@ -26,6 +26,8 @@ class EntryPoint:
     bindings: tuple[str, ...]
     params: tuple[tuple[str, str], ...]
     needs: tuple[str, ...] = ()  # device features a fast version needs; a portable one needs none
+    probe_output: str = ""  # a fast version's output binding, where its probe writes what it saw
+    probe_sizes: tuple[int, ...] = ()  # the workgroup sizes (WG) it runs with: each is probed
     packer: struct.Struct = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -68,8 +70,9 @@ ADD = EntryPoint("elementwise.wgsl", "add", ("x", "y", "out"), _fields("count"))
 EMBED = EntryPoint("embed.wgsl", "main", ("ids", "table", "scales", "positions", "out", "at"),
                    _fields("t d k_pad scale_stride pos0 n_positions"))
 ARGMAX = EntryPoint("argmax.wgsl", "main", ("x", "ids"), _fields("m n"))
-GEMM = EntryPoint("gemm.wgsl", "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
-GEMV = EntryPoint("gemm.wgsl", "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
+LINEARS = "reduce_workgroup.wgsl+gemm.wgsl"
+GEMM = EntryPoint(LINEARS, "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
+GEMV = EntryPoint(LINEARS, "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
 ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "rel", "out"),
                        _fields("tq tk heads causal has_rel") + (("scale", "f32"), ("groups", "u32")))
 ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),
@@ -88,10 +91,14 @@ MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
 
 # ---- fast: subgroup reductions ----------------------------------------------------------------------
 NORM_SUBGROUP = "reduce_subgroup.wgsl+norm.wgsl"
-LAYER_NORM_SUBGROUP = EntryPoint(NORM_SUBGROUP, "layer_norm", LAYER_NORM.bindings, ROW, ("subgroup",))
-SOFTMAX_SUBGROUP = EntryPoint(NORM_SUBGROUP, "softmax", SOFTMAX.bindings, ROW, ("subgroup",))
+ROW_SIZES = (32, 64, 128, 256)  # the row kernels' workgroup sizes (engine.gpu.ops.norm._row_threads)
+LAYER_NORM_SUBGROUP = EntryPoint(NORM_SUBGROUP, "layer_norm", LAYER_NORM.bindings, ROW, ("subgroup",), "ln_out",
+                                 ROW_SIZES)
+SOFTMAX_SUBGROUP = EntryPoint(NORM_SUBGROUP, "softmax", SOFTMAX.bindings, ROW, ("subgroup",), "sm_out", ROW_SIZES)
 
-FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP}
+GEMV_SUBGROUP = EntryPoint("reduce_subgroup.wgsl+gemm.wgsl", "gemv", GEMV.bindings, LINEAR, ("subgroup",), "c", (256,))
+
+FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP}
 """Each portable entry point that has a fast version, and that version."""
 
 ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]

@@ -1,12 +1,13 @@
 """The fast kernel tier: which fast versions of entry points (``entry_points.FAST_VERSIONS``) this
-device runs, decided once, when a model has loaded (or at the first dispatch without one).
+device runs, decided once, before anything is recorded (a backend's recorder is made).
 
 A fast version replaces its portable entry point only where ``SAYSO_FAST`` is not ``0``, the device
-has every feature it needs, and a probe dispatch of each of its pipelines (one per workgroup size the
-ops use) succeeds and reports the subgroup layout the kernel is written for: every invocation in a
-subgroup of one size, a power of two from 4 to 64 that divides the workgroup or holds it whole, and
-invocation ``lid`` its lane ``lid % size``. Vulkan promises none of that for compute, hence the
-probe. A device error during the probes turns the whole tier off: the portable kernels run alone.
+has every feature it needs, and a probe dispatch of each of its pipelines (one per workgroup size it
+runs with: the layout depends on the size, not on the other constants, whose defaults are probed)
+succeeds and reports the subgroup layout the kernel is written for: every invocation in a subgroup
+of one size, a power of two from 4 to 32, and invocation ``lid`` its lane ``lid % size``. Vulkan
+promises none of that for compute, hence the probe. A device error during the probes turns the whole
+tier off: the portable kernels run alone.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ from engine.errors import GpuError
 from engine.gpu.entry_points import FAST_VERSIONS, EntryPoint
 
 FAST_ENV = "SAYSO_FAST"
-ROW_WORKGROUPS = (32, 64, 128, 256)
-"""The workgroup sizes the row kernels run with (``engine.gpu.ops.norm._row_threads``): each is a
-pipeline of its own, and each is probed."""
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +67,11 @@ class FastTier:
         """Why ``fast``'s pipelines can't be trusted, or None: each one's empty problem (all
         parameters 0) writes (subgroup size, lane) per invocation, checked against ``lid``."""
         ops = self.ops
-        for threads in ROW_WORKGROUPS:
+        for threads in fast.probe_sizes:
             pipeline = ops.kernels.pipeline(fast.file, fast.entry, WG=threads)
             out = ops.empty((threads, 2))
             unused = ops.empty((1,))  # every read binding is bound to something
-            buffers = [unused.buffer] * (len(fast.bindings) - 1) + [out.buffer]
+            buffers = [out.buffer if name == fast.probe_output else unused.buffer for name in fast.bindings]
             empty = [0.0 if type_ == "f32" else 0 for _, type_ in fast.params]
             ops.recorder.dispatch(pipeline, fast, buffers, empty, (1, 1, 1))
             seen = ops.read(out)
@@ -95,8 +93,8 @@ def layout_problem(sizes: np.ndarray, lanes: np.ndarray, threads: int) -> str | 
     size = int(sizes[0])
     if not np.all(sizes == size):
         return f"subgroups of several sizes ({sorted(set(sizes.astype(int).tolist()))})"
-    if size < 4 or size > 64 or size & (size - 1):
-        return f"subgroup size {size} (the kernels take a power of two from 4 to 64)"
+    if size < 4 or size > 32 or size & (size - 1):  # 32: gemv's lanes per output, one subgroup or several
+        return f"subgroup size {size} (the kernels take a power of two from 4 to 32)"
     expected = np.arange(threads) % size
     if not np.array_equal(lanes.astype(int), expected):
         first = int(np.argmax(lanes.astype(int) != expected))
