@@ -66,7 +66,10 @@ class GpuOpsBase(Ops):
             # A pooled buffer may have been freed while a recorded, unsubmitted dispatch still reads
             # it. queue.write_buffer would land before that dispatch runs, so submit first.
             self.recorder.submit()
-            self.device.queue.write_buffer(out.buffer, 0, array)
+            try:
+                self.device.queue.write_buffer(out.buffer, 0, array)
+            except wgpu.GPUError as error:  # a lost device: said plainly, as a new buffer's failure is
+                raise self.device.failure("uploading a tensor", error) from None
         return out
 
     def tensor(self, array: np.ndarray) -> GpuTensor:
