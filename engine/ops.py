@@ -279,6 +279,23 @@ class Ops(abc.ABC):
         ``out[t, c] = b[c] + sum_j w[c, j] * x[t + j - pad_left, c]`` (zero outside). ``pad_left`` =
         (k-1)//2 gives 'same' padding, k-1 a causal conv."""
 
+    @abc.abstractmethod
+    def im2col_3x3_s2(self, x: Tensor, height: int, width: int) -> Tensor:
+        """Unfold an image x: [H*W, C] (H rows of W pixels, pixel-major) for a 3x3 conv2d at stride 2
+        with padding 1 computed as a GEMM. Returns [H'*W', C*9], H' = (H-1)//2 + 1 (W' likewise), with
+        column ``c*9 + 3i + j`` = pixel (2h'+i-1, 2w'+j-1)'s channel c (zero outside): the order of a
+        conv weight [C_out, C, 3, 3] flattened to [C_out, C*9]."""
+
+    @abc.abstractmethod
+    def depthwise_3x3_s2(self, x: Tensor, height: int, width: int, w: Tensor, b: Tensor) -> Tensor:
+        """Depthwise 3x3 conv2d at stride 2 with padding 1 of an image x: [H*W, C], w: [C, 9] (tap
+        3i + j), b: [C] -> [H'*W', C]."""
+
+    @abc.abstractmethod
+    def channels_major(self, x: Tensor, height: int, width: int, scale: float = 1.0) -> Tensor:
+        """An image x: [H*W, C] -> [H, C*W], column ``c*W + w`` = ``scale * x[h*W + w, c]``: each row of
+        pixels flattened channel by channel, as NeMo's subsampling feeds its projection."""
+
     # ---- attention --------------------------------------------------------------------------------
 
     @abc.abstractmethod

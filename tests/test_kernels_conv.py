@@ -1,7 +1,9 @@
 """GPU im2col and depthwise conv1d against the numpy backend, and im2col against a direct conv.
 
 Kernel sizes 3, 9 and 31 (Whisper's stem, Conformer convolution modules), strides 1 and 2,
-'same', causal and no padding, and inputs shorter than the kernel.
+'same', causal and no padding, and inputs shorter than the kernel. Then the 3x3 stride-2 conv2d
+pieces of Parakeet's subsampling, on odd and even image sizes, against the numpy backend and a
+direct conv2d.
 """
 
 from __future__ import annotations
@@ -74,3 +76,35 @@ def test_depthwise_conv_rejects_mismatched_weight(gpu_ops):
     w = gpu_ops.tensor(np.zeros((2, 3), np.float32))
     with pytest.raises(ValueError, match="channels"):
         gpu_ops.depthwise_conv(x, w, None, 1)
+
+
+def conv2d_3x3_s2(image: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The definition: image [H, W, C], weight [C_out, C, 3, 3], padding 1, stride 2 -> [H', W', C_out]."""
+    h, w, _ = image.shape
+    padded = np.pad(image, ((1, 1), (1, 1), (0, 0)))
+    out = np.zeros(((h - 1) // 2 + 1, (w - 1) // 2 + 1, weight.shape[0]), np.float64)
+    for y in range(out.shape[0]):
+        for x in range(out.shape[1]):
+            patch = padded[2 * y : 2 * y + 3, 2 * x : 2 * x + 3]  # [3, 3, C]
+            out[y, x] = np.einsum("ijc,ocij->o", patch, weight)
+    return out
+
+
+@pytest.mark.parametrize(("h", "w", "c"), [(1, 1, 1), (7, 5, 1), (8, 128, 1), (9, 16, 6), (4, 3, 5)])
+def test_conv2d_3x3_s2_pieces(gpu_ops, cpu_ops, rng, h, w, c):
+    x = rng.standard_normal((h * w, c)).astype(np.float32)
+    taps, bias = rng.standard_normal((c, 9)).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    gx = gpu_ops.tensor(x)
+    patches = gpu_ops.read(gpu_ops.im2col_3x3_s2(gx, h, w))
+    np.testing.assert_allclose(patches, cpu_ops.im2col_3x3_s2(x, h, w), **TOL)
+    weight = rng.standard_normal((4, c, 3, 3)).astype(np.float32)
+    direct = conv2d_3x3_s2(x.reshape(h, w, c), weight)
+    np.testing.assert_allclose(patches @ weight.reshape(4, -1).T, direct.reshape(-1, 4), rtol=1e-4, atol=1e-4)
+    got = gpu_ops.read(gpu_ops.depthwise_3x3_s2(gx, h, w, gpu_ops.tensor(taps), gpu_ops.tensor(bias)))
+    np.testing.assert_allclose(got, cpu_ops.depthwise_3x3_s2(x, h, w, taps, bias), **TOL)
+    per_channel = np.zeros((c, c, 3, 3), np.float32)
+    per_channel[np.arange(c), np.arange(c)] = taps.reshape(c, 3, 3)
+    np.testing.assert_allclose(got, (conv2d_3x3_s2(x.reshape(h, w, c), per_channel) + bias).reshape(-1, c), **TOL)
+    flat = gpu_ops.read(gpu_ops.channels_major(gx, h, w, 2.0))
+    np.testing.assert_array_equal(flat, cpu_ops.channels_major(x, h, w, 2.0))
+    np.testing.assert_array_equal(flat.reshape(h, c, w).transpose(0, 2, 1).reshape(h * w, c), 2 * x)

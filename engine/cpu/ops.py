@@ -89,6 +89,12 @@ def dequantize(source: WeightSource) -> np.ndarray:
     raise ValueError(f"{source.name}: unsupported weight type {source.ggml_type}")
 
 
+def _windows_3x3_s2(image: np.ndarray) -> np.ndarray:
+    """The 3x3 patches at stride 2 of an image [H, W, C] padded by one: a view [H', W', C, 3, 3]."""
+    padded = np.pad(image, ((1, 1), (1, 1), (0, 0)))
+    return np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(0, 1))[::2, ::2]
+
+
 def erfc_nonnegative(z: np.ndarray) -> np.ndarray:
     """erfc(z) for float32 z >= 0 (relative error < 1e-6); overwrites z to save memory traffic."""
     t = z * np.float32(0.5)
@@ -437,6 +443,23 @@ class NumpyOps(Ops):
         for j in range(k):
             out += w[:, j] * padded[j : j + t]
         return out
+
+    def im2col_3x3_s2(self, x, height, width):
+        patches = _windows_3x3_s2(x.reshape(height, width, -1))  # [H', W', C, 3, 3]
+        return np.ascontiguousarray(patches).reshape(patches.shape[0] * patches.shape[1], -1)
+
+    def depthwise_3x3_s2(self, x, height, width, w, b):
+        image = np.pad(x.reshape(height, width, -1), ((1, 1), (1, 1), (0, 0)))
+        h_out, w_out = (height - 1) // 2 + 1, (width - 1) // 2 + 1
+        out = np.broadcast_to(b, (h_out, w_out, x.shape[1])).astype(np.float32)
+        for i in range(3):
+            for j in range(3):
+                out += image[i : i + 2 * h_out : 2, j : j + 2 * w_out : 2] * w[:, 3 * i + j]
+        return out.reshape(h_out * w_out, -1)
+
+    def channels_major(self, x, height, width, scale=1.0):
+        flat = np.ascontiguousarray(x.reshape(height, width, -1).transpose(0, 2, 1)).reshape(height, -1)
+        return flat * np.float32(scale) if scale != 1.0 else flat
 
     # ---- attention --------------------------------------------------------------------------------
 

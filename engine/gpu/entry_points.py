@@ -83,6 +83,10 @@ KV_ATTEND = EntryPoint("kv_cache.wgsl", "attend", ("pack_k", "pack_v", "cache", 
 KV_COMBINE = EntryPoint("kv_cache.wgsl", "combine", ("combine_partials", "combine_out"), CACHE)
 IM2COL = EntryPoint("conv.wgsl", "im2col", ("x", "unfolded"), _fields("t c kernel stride pad t_out"))
 DEPTHWISE_CONV = EntryPoint("conv.wgsl", "depthwise_conv", ("x", "taps", "bias", "conv_out"), _fields("t c k pad_left"))
+IMAGE = _fields("h w c h_out w_out") + (("scale", "f32"),)
+IM2COL_3X3_S2 = EntryPoint("conv.wgsl", "im2col_3x3_s2", ("x", "flat"), IMAGE)
+DEPTHWISE_3X3_S2 = EntryPoint("conv.wgsl", "depthwise_3x3_s2", ("x", "taps", "bias", "conv_out"), IMAGE)
+CHANNELS_MAJOR = EntryPoint("conv.wgsl", "channels_major", ("x", "flat"), IMAGE)
 WHISPER_LOG_MEL = EntryPoint("frontend.wgsl", "whisper_log_mel", ("mel", "out"), _fields("rows frames cols"))
 WHISPER_SELECT = EntryPoint("whisper_select.wgsl", "main", ("logits", "masks", "state", "ids"),
                             _fields("n_vocab eot timestamp_begin timestamps max_initial_timestamp capacity words"))

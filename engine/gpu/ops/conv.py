@@ -1,13 +1,15 @@
-"""1-D convolutions on the GPU (``shaders/conv.wgsl``).
+"""Convolutions on the GPU (``shaders/conv.wgsl``).
 
 A full conv1d (Whisper's stem, Moonshine's stem) is ``gemm(im2col(x), w)``: the unfold is cheap and
 the GEMM kernel does the arithmetic at GEMM speed. A depthwise conv (the Conformer conv module) has
-only k taps per channel, so it is computed directly.
+only k taps per channel, so it is computed directly. Parakeet's 2-D subsampling is the same in 2-D,
+3x3 at stride 2: ``im2col_3x3_s2`` before a GEMM, ``depthwise_3x3_s2`` directly, and
+``channels_major`` to flatten the result for its projection.
 """
 
 from __future__ import annotations
 
-from engine.gpu.entry_points import DEPTHWISE_CONV, IM2COL
+from engine.gpu.entry_points import CHANNELS_MAJOR, DEPTHWISE_3X3_S2, DEPTHWISE_CONV, IM2COL, IM2COL_3X3_S2
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuTensor
@@ -21,7 +23,7 @@ def _elements(n: int) -> tuple[int, int, int]:
 
 
 class ConvOps(GpuOpsBase):
-    """im2col for GEMM-based conv1d, and depthwise conv1d."""
+    """im2col for GEMM-based conv1d, depthwise conv1d, and their 3x3 stride-2 conv2d counterparts."""
 
     def im2col(self, x: GpuTensor, kernel: int, stride: int, pad: int) -> GpuTensor:
         """x: [T, C] -> [T_out, C*kernel], column ``c*kernel + j`` = ``x[t*stride + j - pad, c]`` (zero
@@ -57,3 +59,33 @@ class ConvOps(GpuOpsBase):
             HAS_B=b is not None,
         )
         return out
+
+    def im2col_3x3_s2(self, x: GpuTensor, height: int, width: int) -> GpuTensor:
+        """x: [H*W, C] -> [H'*W', C*9] (see ``engine.ops.Ops.im2col_3x3_s2``)."""
+        c, h_out, w_out = _image(x, height, width, "im2col_3x3_s2")
+        out = self.empty((h_out * w_out, c * 9))
+        self.run(IM2COL_3X3_S2, [x, out], [height, width, c, h_out, w_out, 1.0], _elements(out.size))
+        return out
+
+    def depthwise_3x3_s2(self, x: GpuTensor, height: int, width: int, w: GpuTensor, b: GpuTensor) -> GpuTensor:
+        """x: [H*W, C], w: [C, 9], b: [C] -> [H'*W', C] (see ``engine.ops.Ops.depthwise_3x3_s2``)."""
+        c, h_out, w_out = _image(x, height, width, "depthwise_3x3_s2")
+        if w.shape != (c, 9) or b.shape != (c,):
+            raise ValueError(f"depthwise_3x3_s2: weight {w.shape} and bias {b.shape} don't fit {c} channels")
+        out = self.empty((h_out * w_out, c))
+        self.run(DEPTHWISE_3X3_S2, [x, w, b, out], [height, width, c, h_out, w_out, 1.0], _elements(out.size))
+        return out
+
+    def channels_major(self, x: GpuTensor, height: int, width: int, scale: float = 1.0) -> GpuTensor:
+        """x: [H*W, C] -> [H, C*W] (see ``engine.ops.Ops.channels_major``)."""
+        c, _, _ = _image(x, height, width, "channels_major")
+        out = self.empty((height, c * width))
+        self.run(CHANNELS_MAJOR, [x, out], [height, width, c, 0, 0, float(scale)], _elements(out.size))
+        return out
+
+
+def _image(x: GpuTensor, height: int, width: int, what: str) -> tuple[int, int, int]:
+    """An image's channels and its size after a 3x3 conv at stride 2 with padding 1."""
+    if len(x.shape) != 2 or x.shape[0] != height * width:
+        raise ValueError(f"{what}: {x.shape} is not an image of {height} x {width} pixels")
+    return x.shape[1], (height - 1) // 2 + 1, (width - 1) // 2 + 1
