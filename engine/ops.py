@@ -318,6 +318,12 @@ class Ops(abc.ABC):
         """
 
     @abc.abstractmethod
+    def rel_position_scores(self, q: Tensor, positions: Tensor, bias: Tensor, n_heads: int) -> Tensor:
+        """Every head's Transformer-XL position scores, ``attention``'s ``rel``: q [T, H*dh], positions
+        [2T-1, H*dh] (row r is relative position (T-1) - r, pre-scaled), bias [H, 2T-1] ->
+        [H, T, 2T-1] with ``out[h, i, r] = q[i, head h] · positions[r, head h] + bias[h, r]``."""
+
+    @abc.abstractmethod
     def rotary(self, x: Tensor, n_heads: int, rot_dim: int, base: float, pos0: int, interleaved: bool) -> Tensor:
         """Rotary position embedding on the first ``rot_dim`` dims of each head of x: [T, H*dh].
 

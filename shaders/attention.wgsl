@@ -182,3 +182,32 @@ fn main(
         }
     }
 }
+
+// ---- relative-position scores (Parakeet, engine/conformer/attention.py) ------------------------------
+// Every head's Transformer-XL position scores in one dispatch, for `main`'s `rel`: q [T, H*dh] at 1,
+// positions [R, H*dh] (R = 2T - 1, pre-scaled) at 2, bias [H, R] at 3 ->
+// rel_out[h, i, r] = q[i, head h] · positions[r, head h] + bias[h, r] at 4. One thread per score.
+
+struct RelParams { t: u32, heads: u32, head_dim: u32, r: u32 }
+@group(0) @binding(0) var<uniform> rp: RelParams;
+@group(0) @binding(2) var<storage, read> positions: array<f32>;
+@group(0) @binding(3) var<storage, read> rel_bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> rel_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn rel_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let index = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if (index >= rp.heads * rp.t * rp.r) { return; }
+    let r = index % rp.r;
+    let i = (index / rp.r) % rp.t;
+    let h = index / (rp.r * rp.t);
+    let width = rp.heads * rp.head_dim;
+    let q_row = i * width + h * rp.head_dim;
+    let p_row = r * width + h * rp.head_dim;
+    var acc = rel_bias[h * rp.r + r];
+    for (var d = 0u; d < rp.head_dim; d++) {
+        acc += q[q_row + d] * positions[p_row + d];
+    }
+    rel_out[index] = acc;
+}

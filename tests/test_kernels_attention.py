@@ -232,3 +232,19 @@ def test_rows_past_the_capacity_at_a_position_are_not_written(gpu_ops, cpu_ops):
     q = random(rng, 1, 16)
     gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 3, causal=False)  # rows 0..2 as they were
     np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+@pytest.mark.parametrize(("t", "n_heads", "dh"), [(1, 1, 4), (7, 2, 8), (33, 4, 16)])
+def test_rel_position_scores_of_every_head_at_once(gpu_ops, cpu_ops, t, n_heads, dh):
+    """Parakeet's position scores: per head, its query columns against its position columns, plus a bias."""
+    rng = np.random.default_rng(t)
+    q = rng.standard_normal((t, n_heads * dh)).astype(np.float32)
+    positions = rng.standard_normal((2 * t - 1, n_heads * dh)).astype(np.float32)
+    bias = rng.standard_normal((n_heads, 2 * t - 1)).astype(np.float32)
+    got = gpu_ops.read(gpu_ops.rel_position_scores(gpu_ops.tensor(q), gpu_ops.tensor(positions), gpu_ops.tensor(bias),
+                                                   n_heads))
+    want = cpu_ops.rel_position_scores(q, positions, bias, n_heads)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    for h in range(n_heads):
+        cols = slice(h * dh, (h + 1) * dh)
+        np.testing.assert_allclose(want[h], q[:, cols] @ positions[:, cols].T + bias[h], rtol=1e-5, atol=1e-4)

@@ -7,36 +7,24 @@
 * ``RotaryAttention`` (GigaAM): rotary positions applied to the layer input *before* the query and
   key projections (the value projection sees the unrotated input), base ``pos_emb_max_len``.
 
-How the relative-position term is computed on the existing ops: the position projections
-``p`` depend only on the sequence length T, not on the audio, so for each T they are computed once
-on the host and uploaded as weights, one per head, scaled by 1/sqrt(dh): ``P_h`` [2T-1, dh]. Then
-per head ``rel_h = (q_i + u)·P_hᵀ + (v - u)·P_hᵀ`` is a GEMM of the head's query against ``P_h``
-with the constant second term as its bias, and ``ops.attention`` adds it to the scores. Attention
-runs head by head (the ops have no way to stack per-head GEMM outputs into one [H, T, 2T-1]
-tensor), each head's output projected by its share of ``linear_out`` and accumulated through the
-GEMM's residual epilogue. A fused GPU kernel would take q·Pᵀ inside the attention loop instead:
-``attention(..., rel_q=q + v, rel_p=P)`` adding ``rel_q_i·rel_p_{(T-1)+j-i}·scale`` per key, which
-removes the per-head split and the [T, 2T-1] score tables.
+How the relative-position term is computed: the position projections ``p`` depend only on the
+sequence length T, not on the audio, so for each T they are computed once on the host, scaled by
+1/sqrt(dh), and uploaded: ``P`` [2T-1, d]. The query projection's bias includes u, so with
+``rel[h] = (q_i + u)·P_hᵀ + (v - u)·P_hᵀ`` every head's scores are one ``rel_position_scores``
+(the constant second term is its bias, the local-attention mask too), and one ``attention`` over all
+heads adds them to the scores. A fused kernel would take q·Pᵀ inside the attention loop instead and
+never hold the [H, T, 2T-1] table.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from engine.conformer.weights import (
-    Linear,
-    column_slice,
-    dequantized,
-    linear,
-    matrix_source,
-    optional_vector,
-    row_slice,
-)
+from engine.conformer.weights import Linear, dequantized, linear, matrix_source
 from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor, WeightSource
+from engine.ops import Ops, Tensor
 
 MASKED = np.float32(-1e30)
 """Added to the scores of keys outside a local-attention window: finite, so a block of keys that
@@ -58,16 +46,6 @@ def relative_sinusoids(length: int, d_model: int) -> np.ndarray:
     return table
 
 
-@dataclass
-class HeadProjections:
-    """One head's slices: q/k/v [dh, d] (q's bias includes ``pos_bias_u``), out [d, dh]."""
-
-    q: Linear
-    k: Linear
-    v: Linear
-    out: Linear
-
-
 class RelPositionAttention:
     """Relative-position multi-head self-attention of one Conformer block (see the module docstring).
 
@@ -79,60 +57,37 @@ class RelPositionAttention:
                  window: tuple[int, int] | None):
         self.n_heads = n_heads
         self.window = window
-        sources = {name: matrix_source(model_file, f"{prefix}.{name}.weight")
-                   for name in ("linear_q", "linear_k", "linear_v", "linear_out", "linear_pos")}
-        d = sources["linear_q"].shape[1]
+        query = matrix_source(model_file, f"{prefix}.linear_q.weight")
+        d = query.shape[1]
         dh = d // n_heads
         self.scale = 1.0 / math.sqrt(dh)
         u = model_file.array(f"{prefix}.pos_bias_u").reshape(n_heads, dh)
         v = model_file.array(f"{prefix}.pos_bias_v").reshape(n_heads, dh)
         self.bias_v_minus_u = (v - u).astype(np.float32)  # q + v = (q + u) + (v - u)
-        self.pos_projection = dequantized(sources["linear_pos"])  # host [d, d]: applied per length
-        biases = {name: _host_bias(model_file, f"{prefix}.{name}.bias")
-                  for name in ("linear_q", "linear_k", "linear_v")}
-        out_bias = optional_vector(model_file, ops, f"{prefix}.linear_out.bias")
-
-        def head_linear(name: str, h: int, extra: np.ndarray | None = None) -> Linear:
-            rows = slice(h * dh, (h + 1) * dh)
-            bias = biases[name][rows] if biases[name] is not None else None
-            if extra is not None:
-                bias = extra if bias is None else bias + extra
-            weight = ops.weight(row_slice(sources[name], rows.start, rows.stop))
-            return Linear(weight, None if bias is None else ops.tensor(bias))
-
-        self.heads = [
-            HeadProjections(
-                q=head_linear("linear_q", h, u[h]),
-                k=head_linear("linear_k", h),
-                v=head_linear("linear_v", h),
-                out=Linear(ops.weight(column_slice(sources["linear_out"], h * dh, (h + 1) * dh)),
-                           out_bias if h == 0 else None),
-            )
-            for h in range(n_heads)
-        ]
+        self.pos_projection = dequantized(matrix_source(model_file, f"{prefix}.linear_pos.weight"))  # host [d, d]
+        q_bias = model_file.array(f"{prefix}.linear_q.bias") if model_file.has(f"{prefix}.linear_q.bias") else 0
+        self.q = Linear(ops.weight(query), ops.tensor(q_bias + u.reshape(-1)))
+        self.k, self.v, self.out = (linear(model_file, ops, f"{prefix}.{name}")
+                                    for name in ("linear_k", "linear_v", "linear_out"))
         self._table: np.ndarray | None = None  # host linear_pos(sinusoids) for the longest length so far
-        self._positions: tuple[int, list[tuple[object, Tensor]]] | None = None  # (T, per-head P_h, bias)
+        self._positions: tuple[int, Tensor, Tensor] | None = None  # (T, P [2T-1, d], bias [H, 2T-1])
 
     def __call__(self, ops: Ops, h: Tensor, x: Tensor) -> Tensor:
         """``x + attention(h)``: h is the LayerNorm'd input [T, d], x the residual stream [T, d]."""
-        t = h.shape[0]
-        for head, (positions, position_bias) in zip(self.heads, self._head_positions(ops, t)):
-            q = ops.gemm(h, head.q.weight, head.q.bias)
-            k = ops.gemm(h, head.k.weight, head.k.bias)
-            v = ops.gemm(h, head.v.weight, head.v.bias)
-            rel = ops.gemm(q, positions, position_bias)  # [T, 2T-1], pre-scaled
-            rel.shape = (1, t, 2 * t - 1)  # a row-major reshape, free on both backends' tensors
-            heard = ops.attention(q, k, v, 1, scale=self.scale, rel=rel)
-            x = ops.gemm(heard, head.out.weight, head.out.bias, residual=x)
-        return x
+        positions, position_bias = self._positions_for(ops, h.shape[0])
+        q = ops.gemm(h, self.q.weight, self.q.bias)  # q + u
+        k = ops.gemm(h, self.k.weight, self.k.bias)
+        v = ops.gemm(h, self.v.weight, self.v.bias)
+        rel = ops.rel_position_scores(q, positions, position_bias, self.n_heads)  # [H, T, 2T-1], pre-scaled
+        heard = ops.attention(q, k, v, self.n_heads, scale=self.scale, rel=rel)
+        return ops.gemm(heard, self.out.weight, self.out.bias, residual=x)
 
-    def _head_positions(self, ops: Ops, t: int) -> list[tuple[object, Tensor]]:
-        """Per head (P_h weight [2t-1, dh], rel bias [2t-1]) for sequences of length t, cached for the
-        last length (the engine's windows mostly share one)."""
+    def _positions_for(self, ops: Ops, t: int) -> tuple[Tensor, Tensor]:
+        """(P [2t-1, d], bias [H, 2t-1]) for sequences of length t, cached for the last length (the
+        engine's windows mostly share one)."""
         if self._positions is not None and self._positions[0] == t:
-            return self._positions[1]
+            return self._positions[1:]
         d = self.pos_projection.shape[0]
-        dh = d // self.n_heads
         longest = 0 if self._table is None else (self._table.shape[0] + 1) // 2
         if t > longest:
             self._table = relative_sinusoids(t, d) @ self.pos_projection.T
@@ -143,14 +98,10 @@ class RelPositionAttention:
             left, right = self.window
             offset = np.arange(2 * t - 1) - (t - 1)  # j - i of each rel column
             mask[(offset < -left) | (offset > right)] = MASKED
-        heads = []
-        for h in range(self.n_heads):
-            p_h = np.ascontiguousarray(table[:, h * dh : (h + 1) * dh])
-            bias = p_h @ self.bias_v_minus_u[h] + mask
-            weight = ops.weight(WeightSource(f"rel_pos.{t}.head{h}", "F32", p_h.shape, p_h))
-            heads.append((weight, ops.tensor(bias)))
-        self._positions = (t, heads)
-        return heads
+        by_head = table.reshape(2 * t - 1, self.n_heads, -1)  # [2t-1, H, dh]
+        bias = np.einsum("rhd,hd->hr", by_head, self.bias_v_minus_u) + mask
+        self._positions = (t, ops.tensor(table), ops.tensor(bias.astype(np.float32)))
+        return self._positions[1:]
 
 
 class RotaryAttention:
@@ -171,7 +122,3 @@ class RotaryAttention:
         v = ops.gemm(h, self.v.weight, self.v.bias)
         heard = ops.attention(q, k, v, self.n_heads)
         return ops.gemm(heard, self.out.weight, self.out.bias, residual=x)
-
-
-def _host_bias(model_file: ModelFile, name: str) -> np.ndarray | None:
-    return model_file.array(name) if model_file.has(name) else None

@@ -2,9 +2,8 @@
 
 Linear and convolution weights keep their GGUF type (F32, F16, Q8_0) where the backend takes it;
 other types (K-quants in some published files) are dequantized to F32 once at load. Slicing a
-weight by rows (one attention head's projection) or by columns (its share of the output projection)
-and repeating rows (the conv module's GLU trick) work on the raw GGUF blocks, so quantized weights
-stay quantized. The containers (``Linear``, ``Norm``) and the small-tensor loaders are the ones every
+weight by rows (the halves of the conv module's first pointwise conv) and stacking rows work on the
+raw GGUF blocks, so quantized weights stay quantized. The containers (``Linear``, ``Norm``) and the small-tensor loaders are the ones every
 family uses (``engine.layers``).
 """
 
@@ -13,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ModelFileError
-from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
 from engine.gguf.reader import ModelFile
 from engine.layers import Linear, optional_vector
 from engine.ops import Ops, WeightSource
@@ -35,23 +33,9 @@ def matrix_source(model_file: ModelFile, name: str) -> WeightSource:
 
 
 def row_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
-    """Rows start..stop-1 of a 2-D weight (one head's share of a projection)."""
+    """Rows start..stop-1 of a 2-D weight (one half of the conv module's first pointwise conv)."""
     return WeightSource(f"{source.name}[{start}:{stop}]", source.ggml_type, (stop - start, source.shape[1]),
                         source.data[start:stop])
-
-
-def column_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
-    """Columns start..stop-1 of a 2-D weight (one head's share of the output projection). A Q8_0
-    weight sliced off its 32-value blocks is dequantized to F32."""
-    n = source.shape[0]
-    if source.ggml_type in ("F32", "F16"):
-        data = np.ascontiguousarray(source.data[:, start:stop])
-        return WeightSource(f"{source.name}[:, {start}:{stop}]", source.ggml_type, (n, stop - start), data)
-    if start % Q8_0_BLOCK == 0 and stop % Q8_0_BLOCK == 0:
-        data = np.ascontiguousarray(source.data[:, start // Q8_0_BLOCK * Q8_0_BLOCK_BYTES : stop // Q8_0_BLOCK * Q8_0_BLOCK_BYTES])
-        return WeightSource(f"{source.name}[:, {start}:{stop}]", "Q8_0", (n, stop - start), data)
-    values = np.ascontiguousarray(dequantized(source)[:, start:stop])
-    return WeightSource(f"{source.name}[:, {start}:{stop}]", "F32", values.shape, values)
 
 
 def stacked(name: str, parts: list[WeightSource]) -> WeightSource:

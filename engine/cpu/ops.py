@@ -504,6 +504,12 @@ class NumpyOps(Ops):
             self._attention_sessions[n_heads, scale] = session
         return session
 
+    def rel_position_scores(self, q, positions, bias, n_heads):
+        t, width = q.shape
+        dh, rows = width // n_heads, positions.shape[0]
+        by_head = q.reshape(t, n_heads, dh).transpose(1, 0, 2)  # [H, T, dh]
+        return np.matmul(by_head, positions.reshape(rows, n_heads, dh).transpose(1, 2, 0)) + bias[:, None, :]
+
     def rotary(self, x, n_heads, rot_dim, base, pos0, interleaved):
         t, width = x.shape
         heads = x.reshape(t, n_heads, width // n_heads)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import wgpu
 
 from engine.errors import GpuError
-from engine.gpu.entry_points import ATTENTION, ATTENTION_TILED, KV_ATTEND, KV_COMBINE, KV_PACK
+from engine.gpu.entry_points import ATTENTION, ATTENTION_TILED, KV_ATTEND, KV_COMBINE, KV_PACK, REL_SCORES
 from engine.gpu.ops.base import GpuOpsBase
 from engine.gpu.recorder import grid
 from engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
@@ -109,6 +109,19 @@ class AttentionOps(GpuOpsBase):
         vec4s = TILED_ROWS * quads + TILED_KEYS * (quads | 1) + TILED_KEYS * quads
         nbytes = 4 * vec4s * F32 + TILED_ROWS * (TILED_KEYS + 1) * F32
         return nbytes <= self.device.limits["max-compute-workgroup-storage-size"]
+
+    def rel_position_scores(self, q: GpuTensor, positions: GpuTensor, bias: GpuTensor, n_heads: int) -> GpuTensor:
+        """q [T, H*dh], positions [2T-1, H*dh], bias [H, 2T-1] -> [H, T, 2T-1] (see ``Ops``): one
+        dispatch for every head, a thread per score."""
+        t, width = q.shape
+        rows = 2 * t - 1
+        if positions.shape != (rows, width) or bias.shape != (n_heads, rows) or width % n_heads:
+            raise ValueError(f"rel_position_scores: q {q.shape}, positions {positions.shape} and bias {bias.shape} "
+                             f"don't fit {n_heads} heads")
+        out = self.empty((n_heads, t, rows))
+        self.run(REL_SCORES, [q, positions, bias, out], [t, n_heads, width // n_heads, rows],
+                 grid(-(-out.size // 256)))
+        return out
 
     def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None) -> GpuTensor:
         dh = _check_heads("q", q, n_heads)
