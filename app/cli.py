@@ -138,8 +138,9 @@ def cmd_bench(args) -> int:
             print(json.dumps(result))
             return 0
         print(result["description"])
-        for key in ("warm_ms", "busy_ms", "host_ms", "profiled_ms", "dispatches", "text", "same_text"):
-            print(f"{key:<12}{result[key]}")
+        for key in ("warm_ms", "busy_ms", "host_ms", "tokens", "host_ms_per_token", "profiled_ms", "dispatches", "text",
+                    "same_text"):
+            print(f"{key:<18}{result[key]}")
         print(result["table"])
         return 0
     if args.compare:

@@ -144,7 +144,8 @@ def measure_stream(model: str, file: str, device: str = "cpu", chunk_seconds: fl
 def measure_kernels(model: str, file: str) -> dict:
     """Where one warm GPU transcription of FILE spends its time: every kernel's dispatches and GPU time
     (``engine.gpu.profile``) and their sum, ``busy_ms``, beside a normal warm run's wall time,
-    ``warm_ms``; ``host_ms``, their difference, is Python, the driver and waiting on read-backs."""
+    ``warm_ms``; ``host_ms``, their difference, is Python, the driver and waiting on read-backs, and
+    ``host_ms_per_token`` that over the tokens emitted."""
     from engine.audio import load_audio
     from engine.engine import Engine
 
@@ -152,8 +153,9 @@ def measure_kernels(model: str, file: str) -> dict:
     engine = Engine(model, device="gpu")
     engine.transcribe(pcm)  # builds the pipelines and fills the buffer pool
     start = time.perf_counter()
-    text = engine.transcribe(pcm).text
+    transcript = engine.transcribe(pcm)
     warm_ms = (time.perf_counter() - start) * 1000
+    text, tokens = transcript.text, sum(len(segment.tokens) for segment in transcript.segments)
     timer = engine.ops.recorder.time_kernels()
     start = time.perf_counter()
     profiled_text = engine.transcribe(pcm).text
@@ -164,6 +166,9 @@ def measure_kernels(model: str, file: str) -> dict:
         "warm_ms": round(warm_ms, 1),
         "busy_ms": round(timer.busy_ms, 1),
         "host_ms": round(warm_ms - timer.busy_ms, 1),
+        "tokens": tokens,
+        # A transducer's search is host work per emitted token: most of what the host adds there.
+        "host_ms_per_token": round((warm_ms - timer.busy_ms) / max(1, tokens), 3),
         "profiled_ms": round(profiled_ms, 1),
         "dispatches": sum(k.calls for k in timer.kernels.values()),
         "kernels": {label: {"calls": k.calls, "ms": round(k.ns / 1e6, 3)} for label, k in timer.kernels.items()},
