@@ -102,7 +102,8 @@ LAYER_NORM_SUBGROUP = EntryPoint(NORM_SUBGROUP, "layer_norm", LAYER_NORM.binding
                                  ROW_SIZES)
 SOFTMAX_SUBGROUP = EntryPoint(NORM_SUBGROUP, "softmax", SOFTMAX.bindings, ROW, ("subgroup",), "sm_out", ROW_SIZES)
 
-GEMV_SUBGROUP = EntryPoint("reduce_subgroup.wgsl+gemm.wgsl", "gemv", GEMV.bindings, LINEAR, ("subgroup",), "c", (256,))
+LINEARS_SUBGROUP = "reduce_subgroup.wgsl+gemm.wgsl"
+GEMV_SUBGROUP = EntryPoint(LINEARS_SUBGROUP, "gemv", GEMV.bindings, LINEAR, ("subgroup",), "c", (256,))
 
 FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP}
 """Each portable entry point that has a fast version, and that version."""

@@ -61,7 +61,7 @@ class FastTier:
             self.versions.clear()
             reason = f"off (a device error in the probes: {error})"
             self.verdicts = {fast.name: reason for fast in FAST_VERSIONS.values()}
-        log.info("fast kernels: %s", self.describe())
+        log.info("%s", self.describe())  # "fast kernels: ..."
 
     def _probe_layouts(self, fast: EntryPoint) -> str | None:
         """Why ``fast``'s pipelines can't be trusted, or None: each one's empty problem (all

@@ -86,7 +86,7 @@ class GpuOpsBase(Ops):
         finally:
             upload, self._loading = self._loading, None
             upload.finish()
-        self.fast.probe()  # now, not at a first dispatch that may be inside a recording
+        self.fast.probe()  # decided once loaded, so that the engine's describe() names the fast kernels
 
     def weight(self, source: WeightSource) -> GpuWeight:
         """Inside ``loading`` the weight's copy goes on beside the loader's next steps; outside, it is
