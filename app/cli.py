@@ -101,16 +101,20 @@ def flush_stdout(text: str = "") -> None:
 def cmd_convert(args) -> int:
     if args.random:  # `convert --random FAMILY OUT.gguf`: the one positional is the output
         from engine.convert.random_model import write_random_model
+        from engine.convert.random_whisper import SHAPES, write_random_whisper
 
         if args.src is None or args.out is not None:
-            raise SaysoError("Usage: sayso convert --random FAMILY OUT.gguf [--small]")
-        out = write_random_model(args.random, args.src, small=args.small)
+            raise SaysoError("Usage: sayso convert --random FAMILY OUT.gguf [--small] [--type f16|q8_0]")
+        if args.random in SHAPES:
+            out = write_random_whisper(args.random, args.src, small=args.small, out_type=args.type or "q8_0")
+        else:
+            out = write_random_model(args.random, args.src, small=args.small, quantized=args.type == "q8_0")
     else:
         from engine.convert import convert
 
         if args.src is None or args.out is None:
             raise SaysoError("Usage: sayso convert SRC OUT.gguf (or sayso convert --random FAMILY OUT.gguf)")
-        out = convert(args.src, args.out, type=args.type)
+        out = convert(args.src, args.out, type=args.type or "q8_0")
     print(f"Wrote {out}")
     return 0
 
@@ -243,10 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert a CTranslate2 or Hugging Face Whisper model to GGUF")
     p.add_argument("src", nargs="?", help="CTranslate2 or Hugging Face model directory")
     p.add_argument("out", nargs="?", help="output .gguf file")
-    p.add_argument("--type", choices=("f16", "q8_0"), default="q8_0", help="type of the weight matrices (default: q8_0)")
+    p.add_argument("--type", choices=("f16", "q8_0"),
+                   help="type of the weight matrices (default: q8_0; a --random Parakeet or GigaAM model is F32, as "
+                        "their reference converters write, unless --type q8_0 is given)")
     p.add_argument("--random", metavar="FAMILY",
                    help="write a random-weight test model of FAMILY instead (parakeet-tdt-v2, parakeet-tdt-v3, "
-                        "gigaam-v3-ctc, gigaam-v3-rnnt, gigaam-v3-e2e-ctc, gigaam-v3-e2e-rnnt)")
+                        "gigaam-v3-ctc, gigaam-v3-rnnt, gigaam-v3-e2e-ctc, gigaam-v3-e2e-rnnt, or a published "
+                        "Whisper shape: whisper-tiny[.en] ... whisper-medium[.en], whisper-large-v2, "
+                        "whisper-large-v3, whisper-large-v3-turbo)")
     p.add_argument("--small", action="store_true", help="with --random: small dimensions (two layers, d_model 64)")
     p.set_defaults(run=cmd_convert)
 

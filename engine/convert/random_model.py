@@ -147,7 +147,7 @@ def random_layout(family: str, small: bool = False, seed: int = 0) -> Layout:
         raise SaysoError(f"Unknown family {family!r} for a random model; use one of {', '.join(FAMILIES)}.")
     spec = FAMILIES[family]
     build = _parakeet if spec.arch == "parakeet" else _gigaam
-    return build(spec, spec.small if small else spec.full, _Draw(np.random.default_rng(seed)))
+    return build(spec, spec.small if small else spec.full, Draw(np.random.default_rng(seed)))
 
 
 def write_random_model(family: str, out: str | Path, small: bool = False, seed: int = 0,
@@ -162,7 +162,7 @@ def write_random_model(family: str, out: str | Path, small: bool = False, seed: 
     return out
 
 
-class _Draw:
+class Draw:
     """Seeded random tensors, float32."""
 
     def __init__(self, rng: np.random.Generator):
@@ -238,7 +238,7 @@ def _tokenizer_meta(kind: str, size: int, alphabet: str) -> tuple[list[Meta], li
 # ---- Conformer pieces shared by both families -----------------------------------------------------
 
 
-def _block(draw: _Draw, d: Dims, prefix: str, gigaam: bool, use_bias: bool) -> dict[str, np.ndarray]:
+def _block(draw: Draw, d: Dims, prefix: str, gigaam: bool, use_bias: bool) -> dict[str, np.ndarray]:
     """One Conformer block's tensors in its converter's order: GigaAM's table (rotary attention,
     LayerNorm in the conv module, every linear biased), or Parakeet's (rel-pos attention, BatchNorm,
     the ``use_bias`` biases appended after the table)."""
@@ -292,7 +292,7 @@ def _block(draw: _Draw, d: Dims, prefix: str, gigaam: bool, use_bias: bool) -> d
     return {f"{prefix}.{name}": value for name, value in t.items()}
 
 
-def _transducer(draw: _Draw, d: Dims, n_tokens: int, n_durations: int) -> dict[str, np.ndarray]:
+def _transducer(draw: Draw, d: Dims, n_tokens: int, n_durations: int) -> dict[str, np.ndarray]:
     """Predictor (embedding + LSTM layers, the two PyTorch biases summed) and joint network.
 
     The joint's hidden units are split in two: the first half sees only the encoder, the second only
@@ -341,7 +341,7 @@ def _frontend_meta(n_mels: int, n_fft: int, win_length: int, window: str, normal
 # ---- Parakeet ---------------------------------------------------------------------------------------
 
 
-def _parakeet(spec: Family, d: Dims, draw: _Draw) -> Layout:
+def _parakeet(spec: Family, d: Dims, draw: Draw) -> Layout:
     v3 = spec.variant.endswith("v3")
     n_mels, channels = 128, d.sub_channels
     t = {"enc.pre_encode.conv.0.weight": draw.normal((channels, 1, 3, 3), 1.0 / 3),
@@ -406,7 +406,7 @@ def htk_mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float =
     return np.maximum(0.0, np.minimum(down, up)).T.astype(np.float32)
 
 
-def _gigaam(spec: Family, d: Dims, draw: _Draw) -> Layout:
+def _gigaam(spec: Family, d: Dims, draw: Draw) -> Layout:
     n_mels, n_fft, k = 64, 320, 5
     n_classes = d.vocab + 1
     # GigaAM's log-mel is not normalised (it sits around -10, silence at -20.7): a first kernel whose
