@@ -4,12 +4,15 @@ The target window is read when the shortcut goes down and read again just before
 has since moved to another window the text is not pasted there (it could be a chat or a terminal) but
 kept in Sayso and announced. X11 goes through xdotool (``key --clearmodifiers ctrl+v`` after setting the
 clipboard, or ``type``); Wayland, where no client may read the focused window, through wl-copy and
-wtype (or ydotool).
+wtype (or ydotool). The text reaches every tool on its standard input, never on its command line,
+which any local user can read (``ps``).
 
 Paste keeps the user's clipboard: it is saved (every format), replaced by the text, and put back once
 the target has had time to fetch it. The Qt event loop must keep running during that time because on
 X11 the target asks us for the clipboard's content, so every step here is asynchronous (QProcess).
-Terminals don't paste on Ctrl+V, so in paste mode a terminal gets the text typed.
+On Wayland the clipboard is read and written with wl-paste and wl-copy, which
+offer one type: the content's best type is what comes back. Terminals don't paste on Ctrl+V, so in
+paste mode a terminal gets the text typed.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ class Delivery(QObject):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self._running: dict[QProcess, tuple[str, Callable[[bool, str], None]]] = {}
+        self._running: dict[QProcess, tuple[str, Callable[[bool, str, bytes], None]]] = {}
         self._spare_keys = SpareKeycodes()
         self._typing = 0  # typed deliveries under way: the spare keys stay bound while any is
         self._release_keys = QTimer(self, singleShot=True, interval=SPARE_KEYS_RELEASE_MS)
@@ -125,53 +128,49 @@ class Delivery(QObject):
         return bool(shutil.which("wtype") or shutil.which("ydotool"))
 
     def _type(self, text: str, wayland: bool) -> None:
+        typed_text = text.encode()
         if wayland:  # wtype and ydotool send their own keymap along with the keys: nothing to bind
-            args = ["wtype", "--", text] if shutil.which("wtype") else ["ydotool", "type", "--", text]
-            self._start(args, lambda ok, error: self._finish(DeliveryResult(ok, "type", error)))
+            args = ["wtype", "-"] if shutil.which("wtype") else ["ydotool", "type", "--file", "-"]
+            self._start(args, lambda ok, error, _: self._finish(DeliveryResult(ok, "type", error)), typed_text)
             return
         self._release_keys.stop()
         self._typing += 1
         delay = TYPE_DELAY_MS if self._spare_keys.bind(text) else TYPE_DELAY_REMAPPED_MS
-        args = ["xdotool", "type", "--clearmodifiers", "--delay", str(delay), "--", text]
+        args = ["xdotool", "type", "--clearmodifiers", "--delay", str(delay), "--file", "-"]
 
-        def typed(ok: bool, error: str) -> None:
+        def typed(ok: bool, error: str, _: bytes) -> None:
             self._typing -= 1
             self._release_keys.start()
             self._finish(DeliveryResult(ok, "type", error))
 
-        self._start(args, typed)
+        self._start(args, typed, typed_text)
 
     def _on_release_keys(self) -> None:
         if not self._typing:
             self._spare_keys.release()
 
     def _paste(self, text: str, wayland: bool) -> None:
-        if wayland:  # Qt's clipboard doesn't reach other Wayland clients reliably; wl-copy does
-            saved = _run(["wl-paste", "--no-newline"])
-            subprocess.run(["wl-copy", "--", text], timeout=2)
-            keys = ["wtype", "-M", "ctrl", "v", "-m", "ctrl"]
+        if wayland:
+            self._paste_wayland(text)
+            return
+        clipboard = QGuiApplication.clipboard()
+        saved = _copy_mime(clipboard.mimeData())
+        clipboard.setText(text)
 
-            def restore():
-                if saved is None:
-                    subprocess.run(["wl-copy", "--clear"], timeout=2)
-                else:
-                    subprocess.run(["wl-copy", "--", saved], timeout=2)
+        def restore():
+            if clipboard.text() != text:
+                return  # the user (or the target) copied something new meanwhile: keep it
+            if saved is None:
+                clipboard.clear()
+            else:
+                clipboard.setMimeData(saved)
 
-        else:
-            clipboard = QGuiApplication.clipboard()
-            saved = _copy_mime(clipboard.mimeData())
-            clipboard.setText(text)
-            keys = ["xdotool", "key", "--clearmodifiers", "ctrl+v"]
+        self._press_paste(["xdotool", "key", "--clearmodifiers", "ctrl+v"], restore)
 
-            def restore():
-                if clipboard.text() != text:
-                    return  # the user (or the target) copied something new meanwhile: keep it
-                if saved is None:
-                    clipboard.clear()
-                else:
-                    clipboard.setMimeData(saved)
+    def _press_paste(self, keys: list[str], restore: Callable[[], None]) -> None:
+        """Press the paste keys, then give the clipboard back once the target has had time to fetch it."""
 
-        def after_keys(ok: bool, error: str) -> None:
+        def after_keys(ok: bool, error: str, _: bytes) -> None:
             def finish():
                 restore()
                 self._finish(DeliveryResult(ok, "paste", error))
@@ -180,8 +179,43 @@ class Delivery(QObject):
 
         self._start(keys, after_keys)
 
-    def _start(self, args: list[str], then: Callable[[bool, str], None]) -> None:
-        """Run ``args`` without waiting; ``then(ok, error)`` once it has exited.
+    def _paste_wayland(self, text: str) -> None:
+        """wl-paste, wl-copy and wtype one after the other, each a QProcess (Qt's clipboard doesn't reach
+        other Wayland clients reliably). The clipboard's content is kept in the one type wl-copy can offer
+        back, its best: text if it has text, else an image, else its first type. A clipboard that can't be
+        read is left alone: the text is typed instead."""
+
+        def listed(ok: bool, error: str, output: bytes) -> None:
+            types = output.decode(errors="replace").split()
+            if not ok and "nothing is copied" not in error.lower() and "no selection" not in error.lower():
+                log.info("delivery: the clipboard can't be read (%s): typing instead", error)
+                self._type(text, wayland=True)
+            elif not types:
+                copy(None, b"")
+            else:
+                kind = _best_type(types)
+                self._start(["wl-paste", "--no-newline", "--type", kind], lambda ok, error, data: (
+                    copy(kind, data) if ok else self._type(text, wayland=True)))
+
+        def copy(kind: str | None, data: bytes) -> None:
+            def restore():
+                args = ["wl-copy", "--clear"] if kind is None else ["wl-copy", "--type", kind]
+                self._start(args, lambda ok, error, _: None if ok else log.info("delivery: %s", error), data)
+
+            def copied(ok: bool, error: str, _: bytes) -> None:
+                if ok:
+                    self._press_paste(["wtype", "-M", "ctrl", "v", "-m", "ctrl"], restore)
+                else:
+                    self._finish(DeliveryResult(False, "", f"{error}. The text is kept here."))
+
+            self._start(["wl-copy", "--type", "text/plain;charset=utf-8"], copied, text.encode())
+
+        self._start(["wl-paste", "--list-types"], listed)
+
+    def _start(self, args: list[str], then: Callable[[bool, str, bytes], None], stdin: bytes = b"") -> None:
+        """Run ``args`` without waiting, ``stdin`` written to its standard input (text goes there, never
+        on a command line, where any local user could read it); ``then(ok, error, stdout)`` once it has
+        exited.
 
         The slots are bound methods that find the process through ``sender()``: a lambda that holds the
         QProcess it is connected to crashes PySide6 when Qt deletes that process.
@@ -191,26 +225,37 @@ class Delivery(QObject):
         process.finished.connect(self._on_finished)
         process.errorOccurred.connect(self._on_error)
         process.start(args[0], args[1:])
+        if stdin:
+            process.write(stdin)
+        process.closeWriteChannel()
 
     def _on_finished(self, code: int, status: QProcess.ExitStatus) -> None:
         process = self.sender()
         ok = status == QProcess.ExitStatus.NormalExit and code == 0
         error = "" if ok else bytes(process.readAllStandardError()).decode(errors="replace").strip()
-        self._complete(process, ok, error)
+        self._complete(process, ok, error, bytes(process.readAllStandardOutput()))
 
     def _on_error(self, error: QProcess.ProcessError) -> None:
         if error == QProcess.ProcessError.FailedToStart:  # no finished() follows this one
-            self._complete(self.sender(), False, "it could not be started")
+            self._complete(self.sender(), False, "it could not be started", b"")
 
-    def _complete(self, process: QProcess, ok: bool, error: str) -> None:
+    def _complete(self, process: QProcess, ok: bool, error: str, output: bytes) -> None:
         tool, then = self._running.pop(process)
         process.deleteLater()
-        then(ok, "" if ok else f"{tool} failed: {error}")
+        then(ok, "" if ok else f"{tool} failed: {error}", output)
 
     def _finish(self, result: DeliveryResult) -> None:
         if not result.delivered:
             log.info("delivery: kept in app: %s", result.message)
         self.done.emit(result)
+
+
+def _best_type(types: list[str]) -> str:
+    """The one type of a Wayland clipboard worth restoring: UTF-8 text, other text, an image, else the first."""
+    for wanted in ("text/plain;charset=utf-8", "text/plain", "image/png"):
+        if wanted in types:
+            return wanted
+    return next((t for t in types if t.startswith(("text/", "image/"))), types[0])
 
 
 def _copy_mime(source: QMimeData | None) -> QMimeData | None:

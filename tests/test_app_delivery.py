@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +70,52 @@ def test_typing_keeps_characters_while_the_target_is_busy(qtbot, targets):
     finally:
         for burner in burners:
             burner.kill()
+
+
+class CommandLineWatch:
+    """Reads every process's command line (``/proc/*/cmdline``, which any local user may read) over and
+    over on a thread, keeping those that hold ``secret``."""
+
+    def __init__(self, secret: str):
+        self.secret, self.found, self.rounds = secret.encode(), [], 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            for entry in Path("/proc").iterdir():
+                try:
+                    line = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+                except OSError:
+                    continue  # the process ended meanwhile
+                if self.secret in line:
+                    self.found.append(line.replace(b"\0", b" ").decode(errors="replace"))
+            self.rounds += 1
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self._stop.set()
+        self._thread.join()
+
+
+def test_typed_text_never_appears_on_a_command_line(qtbot, targets):
+    secret = "my PIN is 4711 and the door code 0815"
+    with CommandLineWatch(secret) as watch:  # first, that the watch sees a command line holding it
+        subprocess.run(["sh", "-c", "sleep 0.5", "sh", secret], check=True)
+    assert watch.found
+    editor = targets("delivery-private")
+    editor.focus()
+    delivery = Delivery()
+    with CommandLineWatch(secret) as watch:
+        for i in range(1, 4):
+            with qtbot.waitSignal(delivery.done, timeout=20_000) as done:
+                delivery.deliver(secret, delivery.capture_target(), "type")
+            assert done.args[0].delivered
+            assert editor.wait_for_text(lambda t, n=i: t == secret * n, timeout=10) == secret * i
+    assert watch.rounds > 10 and watch.found == []
 
 
 def test_nothing_is_delivered_when_the_focus_moved(qtbot, targets):
