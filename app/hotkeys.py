@@ -1,7 +1,8 @@
 """The global push-to-talk shortcut: a chord of keys ("ctrl+space", "alt_r", "ctrl+alt+f9") watched on X11.
 
-pynput's X11 listener (the RECORD extension) sees every key press and release on the display without
-grabbing it, so holding the chord works in any app; pynput is imported only when the listener starts
+pynput's X11 listener (the RECORD extension) sees every key press and release on the display, so holding
+the chord works in any app; the chord's key is also grabbed (``app.key_grab``) so that the focused app
+doesn't receive it. pynput is imported only when the listener starts
 because it raises ImportError where there is no X display. On Wayland no client may watch the keyboard:
 the user binds ``sayso --toggle`` to a shortcut in the desktop's settings instead (``wayland_hint``).
 
@@ -16,6 +17,8 @@ import os
 import threading
 
 from PySide6.QtCore import QObject, Signal
+
+from app.key_grab import KeyGrab
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +144,7 @@ class HotkeyListener(QObject):
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._listener = None
+        self._grab: KeyGrab | None = None
         self._tracker: ChordTracker | None = None
         self._lock = threading.Lock()
         self._pending_release: threading.Timer | None = None
@@ -174,7 +178,8 @@ class HotkeyListener(QObject):
         listener.start()
         listener.wait()  # returns once the X RECORD context is live, so no press is missed after start()
         self._listener = listener
-        log.info("hotkeys: watching %s", format_hotkey(hotkey))
+        self._grab = KeyGrab.take(chord, MODIFIERS)
+        log.info("hotkeys: watching %s%s", format_hotkey(hotkey), " (grabbed)" if self._grab else "")
 
     def stop(self) -> None:
         if self._listener is not None:
@@ -182,6 +187,9 @@ class HotkeyListener(QObject):
             # until then; the generation check keeps its last events away from a newer listener.
             self._listener.stop()
             self._listener = None
+        if self._grab is not None:
+            self._grab.release()
+            self._grab = None
         with self._lock:
             if self._pending_release is not None:
                 self._pending_release.cancel()

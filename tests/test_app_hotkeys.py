@@ -103,3 +103,68 @@ def test_wayland_asks_for_a_desktop_shortcut(monkeypatch):
     monkeypatch.setenv("XDG_SESSION_TYPE", "wayland")
     with pytest.raises(RuntimeError, match="sayso --toggle"):
         HotkeyListener().start("ctrl+space")
+
+
+class KeyWitness:
+    """A second X client holding the keyboard focus, recording the keys it receives."""
+
+    def __init__(self):
+        from Xlib import X, display
+
+        self.server = display.Display()
+        root = self.server.screen().root
+        self.window = root.create_window(0, 0, 200, 100, 0, X.CopyFromParent,
+                                         event_mask=X.KeyPressMask | X.StructureNotifyMask)
+        self.window.map()
+        while self.server.next_event().type != X.MapNotify:
+            pass
+        self.window.set_input_focus(X.RevertToParent, X.CurrentTime)
+        self.server.sync()
+
+    def keys(self, settle: float = 0.4) -> set[str]:
+        """The keys pressed in it since the last call, by X keysym name ("a", "space", "F9")."""
+        from Xlib import X, XK
+
+        time.sleep(settle)
+        pressed = set()
+        while self.server.pending_events():
+            event = self.server.next_event()
+            if event.type == X.KeyPress:
+                pressed.add(self.server.keycode_to_keysym(event.detail, 0))
+        return {name for name in ("a", "space", "F9") if XK.string_to_keysym(name) in pressed}
+
+    def close(self) -> None:
+        self.window.destroy()
+        self.server.close()
+
+
+def test_the_shortcut_is_taken_from_the_focused_app(qtbot, x_display):
+    """The chord's key is grabbed, Num Lock or Caps Lock on or not; other keys still reach the app; on
+    stop() the key is the app's again."""
+    run = lambda *args: subprocess.run(["xdotool", *args], check=True)  # noqa: E731
+    witness = KeyWitness()
+    listener = HotkeyListener()
+    listener.start("ctrl+space")
+    thread = listener._listener
+    try:
+        for lock in (None, "Num_Lock", "Caps_Lock"):
+            if lock:
+                run("key", lock)
+            with qtbot.waitSignal(listener.pressed, timeout=5000):
+                run("keydown", "ctrl+space")
+            with qtbot.waitSignal(listener.released, timeout=5000):
+                run("keyup", "ctrl+space")
+            run("key", "a")
+            if lock:
+                run("key", lock)
+            assert witness.keys() == {"a"}, lock
+        listener.start("ctrl+f9")  # a new shortcut gives the old one's key back
+        run("key", "ctrl+space")
+        assert witness.keys() == {"space"}
+    finally:
+        listener.stop()
+        subprocess.run(["xdotool", "key", "shift"])  # pynput's thread notices stop() at the next key
+        thread.join(5)
+    run("key", "ctrl+F9")
+    assert witness.keys() == {"F9"}
+    witness.close()
