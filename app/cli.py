@@ -14,7 +14,6 @@ from pathlib import Path
 from app.main import add_arguments
 from app.refusals import environment_error
 from engine.errors import SaysoError
-from engine.stream import FEED_SECONDS
 
 FORMATS = ("txt", "json", "srt", "vtt")
 
@@ -274,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels", action="store_true",
                    help="time every GPU kernel of one warm transcription (one pass per dispatch, timestamps): "
                         "GPU time per kernel, and what the host adds to it")
+    from engine.stream import FEED_SECONDS
+
     p.add_argument("--chunk", type=float, default=FEED_SECONDS,
                    help=f"with --stream: seconds of audio per chunk (default: {FEED_SECONDS}, as the app feeds a dictation)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -297,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--toggle" in argv:  # a desktop shortcut runs this: reach the app before loading the CLI's parser
+        from app.main import run_app
+
+        return run_app(argv)
     args = build_parser().parse_args(argv)
     if args.command is None and args.selftest is None:
         from app.main import run_app  # it sets up its own logging (the app logs at INFO)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 
 
 class SaysoError(Exception):
@@ -29,6 +28,8 @@ class NonFiniteOutput(SaysoError):
 
 def require_finite(array, what: str):
     """``array`` (numpy) when every number in it is finite; else NonFiniteOutput naming ``what``."""
+    import numpy as np  # here, so that what imports the errors (``sayso --toggle`` among them) needn't load numpy
+
     if not np.isfinite(array).all():
         raise NonFiniteOutput(what)
     return array

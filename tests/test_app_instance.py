@@ -1,8 +1,12 @@
 """One instance per data folder; ``sayso --toggle`` reaches it through a local socket."""
 
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from conftest import cli_env  # noqa: E402
 
 from app.instance import InstanceServer, send_command, server_name  # noqa: E402
 
@@ -20,6 +24,25 @@ def test_commands_reach_the_running_instance(qtbot, tmp_path):
         assert received.args == ["show"]
     finally:
         server.close()
+
+
+def test_toggle_command_reaches_the_app_without_loading_the_engine(qtbot, tmp_path):
+    """``sayso --toggle``, what a desktop shortcut runs, imports neither numpy nor the engine's models."""
+    server = InstanceServer(tmp_path)
+    assert server.listen()
+    try:
+        with qtbot.waitSignal(server.command, timeout=20_000) as received:
+            toggle = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "app.cli", "--toggle"],
+                                      env=cli_env(tmp_path), stderr=subprocess.PIPE, text=True)
+        assert received.args == ["toggle"]
+        imports = toggle.communicate(timeout=20)[1]
+        assert toggle.returncode == 0
+    finally:
+        server.close()
+    imported = {line.rpartition("|")[2].strip() for line in imports.splitlines() if line.startswith("import time:")}
+    assert "PySide6.QtNetwork" in imported
+    assert {m for m in imported if m.split(".")[0] in ("numpy", "wgpu", "engine")} <= {"engine", "engine.errors",
+                                                                                          "engine.models"}
 
 
 def test_each_data_folder_has_its_own_instance(tmp_path):
