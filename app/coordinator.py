@@ -24,6 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
+from app.autostart import set_start_at_login, starts_at_login
 from app.cues import CuePlayer
 from app.delivery import Delivery, DeliveryResult
 from app.dictation_page import DictationPage
@@ -77,7 +78,8 @@ class Coordinator(QObject):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = SettingsStore(self.data_dir / "settings.json")
-        self.settings = self.store.load()
+        # The autostart entry is the truth about starting at login: the desktop's own settings may remove it.
+        self.settings = self.store.load().with_changes(start_at_login=starts_at_login())
         self.history = History(self.data_dir)
         self.client = EngineClient(engine_factory, self)
         self.recorder = Recorder()
@@ -191,6 +193,12 @@ class Coordinator(QObject):
             self.client.load(new.model, new.device)
         if new.input_device != old.input_device and self._take is None:
             self._open_microphone()
+        if new.start_at_login != old.start_at_login:
+            try:
+                set_start_at_login(new.start_at_login)
+            except OSError as error:
+                self.settings = new = new.with_changes(start_at_login=starts_at_login())
+                self.dictation_page.notice.show_text(f"Starting at login couldn't be changed: {error.strerror}.")
         if new.hotkey != old.hotkey and (self.hotkeys.running or new.hotkey):
             self._watch_hotkey()
         if self.settings_page.current() != new:

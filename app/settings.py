@@ -37,6 +37,7 @@ class Settings:
     overlay: bool = True  # the small floating recording indicator
     live_preview: bool = True  # show the words so far while recording
     hands_free: bool = False  # a dictation started by a toggle stops by itself when the speaker pauses
+    start_at_login: bool = False  # an XDG autostart entry starts Sayso in the tray (app.autostart)
 
     def with_changes(self, **changes) -> Settings:
         return replace(self, **changes)

@@ -269,6 +269,13 @@ class SettingsPage(QWidget):
         card.body.addWidget(_row("Vocabulary", "Names and terms the model should spell your way.", self.vocabulary))
         column.addWidget(card)
 
+        # --- start-up
+        card = Card("Start-up")
+        self.start_at_login = QCheckBox("Start Sayso when I log in")
+        self.start_at_login.toggled.connect(self._changed)
+        card.body.addWidget(_row("At login", "Sayso starts in the tray, ready for your shortcut.", self.start_at_login))
+        column.addWidget(card)
+
         # --- data
         card = Card("Your data")
         folder = QPushButton(assets.icon("folder", COLORS["muted"], 16), "Open folder")
@@ -291,6 +298,7 @@ class SettingsPage(QWidget):
         self.cues.setChecked(settings.cues)
         self.overlay.setChecked(settings.overlay)
         self.preview.setChecked(settings.live_preview)
+        self.start_at_login.setChecked(settings.start_at_login)
         _select(self.delivery, settings.delivery)
         self._fill_models(settings.model)
         _select(self.device, settings.device)
@@ -309,6 +317,7 @@ class SettingsPage(QWidget):
             cues=self.cues.isChecked(),
             overlay=self.overlay.isChecked(),
             live_preview=self.preview.isChecked(),
+            start_at_login=self.start_at_login.isChecked(),
             delivery=self.delivery.currentData(),
             model=self.model.currentData() if self.model.currentData() != _CHOOSE else self._settings.model,
             device=self.device.currentData(),

@@ -1,7 +1,9 @@
 """The main window and its pages, the overlay and the coordinator, offscreen with the real engine."""
 
+import configparser
 import json
 import os
+import shlex
 import subprocess
 
 import pytest
@@ -25,6 +27,7 @@ JFK = SHARED / "audio" / "jfk.wav"
 @pytest.fixture
 def coordinator(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("SAYSO_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     (tmp_path / "settings.json").write_text(json.dumps({"model": str(MODEL), "device": "cpu", "cues": False}))
     c = Coordinator(tmp_path)
     qtbot.addWidget(c.window)
@@ -76,6 +79,23 @@ def test_settings_changes_are_saved_and_applied(coordinator, qtbot):
     assert "again" in coordinator.dictation_page.header.subtitle.text()  # the hint follows the mode
     page.vocabulary.setPlainText("Sayso, Okafor")
     qtbot.waitUntil(lambda: coordinator.settings.prompt == "Sayso, Okafor", timeout=3000)
+
+
+def test_start_at_login_is_an_autostart_entry(coordinator, tmp_path):
+    entry = tmp_path / "config" / "autostart" / "sayso.desktop"
+    coordinator.settings_page.start_at_login.setChecked(True)
+    desktop = configparser.ConfigParser(interpolation=None)
+    desktop.read(entry)
+    command = shlex.split(desktop["Desktop Entry"]["Exec"])
+    assert desktop["Desktop Entry"]["Type"] == "Application" and command[-1] == "--hidden"
+    assert os.access(command[0], os.X_OK)
+    coordinator.settings_page.start_at_login.setChecked(False)
+    assert not entry.exists() and not coordinator.settings.start_at_login
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text(desktop_text := "[Desktop Entry]\nType=Application\nExec=sayso --hidden\n")
+    restarted = Coordinator(coordinator.data_dir)  # the entry, made elsewhere, is what the page shows
+    assert restarted.settings.start_at_login and entry.read_text() == desktop_text
+    restarted.shutdown()
 
 
 def test_shortcut_field_records_a_chord(coordinator, qtbot):

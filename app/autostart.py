@@ -1,0 +1,51 @@
+"""Starting Sayso at login: an XDG autostart entry (``$XDG_CONFIG_HOME/autostart/sayso.desktop``).
+
+Desktops that follow the XDG Autostart specification (GNOME, KDE, Xfce, and sway or Hyprland with a
+launcher of such entries) run it when the user logs in; Sayso then starts in the tray (``--hidden``).
+The entry runs the ``sayso`` found on PATH, else this Python with ``-m app``, so a virtual environment
+that isn't on PATH still starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from engine.files import write_text_atomically
+
+
+def autostart_file() -> Path:
+    config = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(config).expanduser() if config else Path.home() / ".config") / "autostart" / "sayso.desktop"
+
+
+def launch_command() -> str:
+    found = shutil.which("sayso")
+    return shlex.quote(found) if found else f"{shlex.quote(sys.executable)} -m app"
+
+
+def set_start_at_login(on: bool) -> None:
+    """Write or remove the autostart entry; OSError when the folder can't be written."""
+    path = autostart_file()
+    if not on:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, "\n".join([
+        "[Desktop Entry]",
+        "Type=Application",
+        "Name=Sayso",
+        "Comment=Dictation: hold a key, speak, let go",
+        f"Exec={launch_command()} --hidden",
+        "Icon=sayso",
+        "Terminal=false",
+        "X-GNOME-Autostart-enabled=true",
+        "",
+    ]))
+
+
+def starts_at_login() -> bool:
+    return autostart_file().is_file()
