@@ -293,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check the GPU, models, microphone, shortcut and text delivery; say what to fix")
     p.set_defaults(run=cmd_doctor)
+    parser.commands = sub.choices  # to tell a command from a file to open in the app (``sayso FILE``)
     return parser
 
 
@@ -302,7 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         from app.main import run_app
 
         return run_app(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if argv and argv[0] not in parser.commands and not argv[0].startswith("-") and Path(argv[0]).exists():
+        from app.main import run_app  # ``sayso FILE...``: the desktop opens audio and video files in the app
+
+        return run_app(argv)
+    args = parser.parse_args(argv)
     if args.command is None and args.selftest is None:
         from app.main import run_app  # it sets up its own logging (the app logs at INFO)
 

@@ -152,6 +152,12 @@ class Coordinator(QObject):
         self._update_hint()
         self._refresh_state()
 
+    def open_files(self, paths: list[str]) -> None:
+        """Files the desktop opened with Sayso (``sayso FILE...``): transcribed on the Files page."""
+        self.show_window()
+        self.window.show_page("files")
+        self.files_page.add_files([Path(p) for p in paths])
+
     def show_window(self) -> None:
         self.window.showNormal()
         self.window.raise_()

@@ -1,7 +1,7 @@
 """One Sayso per user and data folder, reachable by ``sayso --toggle`` through a local socket.
 
-The running app listens on a QLocalServer; a second ``sayso`` connects, sends one command line ("show"
-or "toggle") and exits. This is also how Wayland users get a global shortcut: the desktop runs
+The running app listens on a QLocalServer; a second ``sayso`` connects, sends its command lines ("show",
+"toggle", or "open PATH" for each file the desktop opens with Sayso) and exits. This is also how Wayland users get a global shortcut: the desktop runs
 ``sayso --toggle``. The server name includes a hash of the data folder, so a test instance with its own
 folder never answers for the user's real one.
 """
@@ -19,6 +19,7 @@ from PySide6.QtNetwork import QLocalServer, QLocalSocket
 log = logging.getLogger(__name__)
 
 COMMANDS = ("show", "toggle")
+OPEN = "open "  # followed by an absolute path
 _TIMEOUT_MS = 1000
 
 
@@ -27,13 +28,13 @@ def server_name(data_dir: Path) -> str:
     return f"sayso-{getpass.getuser()}-{digest}"
 
 
-def send_command(data_dir: Path, command: str) -> bool:
-    """Send ``command`` to the running instance; False when none is running (no Qt event loop needed)."""
+def send_command(data_dir: Path, *commands: str) -> bool:
+    """Send ``commands`` to the running instance; False when none is running (no Qt event loop needed)."""
     socket = QLocalSocket()
     socket.connectToServer(server_name(data_dir))
     if not socket.waitForConnected(_TIMEOUT_MS):
         return False
-    socket.write(command.encode() + b"\n")
+    socket.write(b"".join(command.encode() + b"\n" for command in commands))
     ok = socket.waitForBytesWritten(_TIMEOUT_MS)
     socket.disconnectFromServer()
     return ok
@@ -75,7 +76,7 @@ class InstanceServer(QObject):
     def _read(self, socket: QLocalSocket) -> None:
         while socket.canReadLine():
             command = bytes(socket.readLine()).decode(errors="replace").strip()
-            if command in COMMANDS:
+            if command in COMMANDS or command.startswith(OPEN):
                 self.command.emit(command)
             else:
                 log.warning("instance: unknown command %r", command)

@@ -3,6 +3,7 @@
 sayso                      open Sayso (or bring the running one to the front)
 sayso --toggle             start/stop dictating in the running Sayso (bind this to a desktop shortcut)
 sayso --hidden             start in the tray, without the window
+sayso FILE...              open audio or video files in the Files page (of the running Sayso, if any)
 sayso --screenshots DIR    save PNGs of the main window, the overlay and the Files page, then exit
 """
 
@@ -36,6 +37,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="sayso", description="Hold a key, speak, let go: your words appear where you type."
     )
     add_arguments(parser)
+    parser.add_argument("files", nargs="*", type=Path, metavar="FILE", help="audio or video files to transcribe")
     args, unknown = parser.parse_known_args(argv)  # the CLI's own options (-v, ...) pass through
     if unknown:
         logging.getLogger("app").debug("ignoring options for the CLI: %s", unknown)
@@ -66,6 +68,16 @@ def _toggle(data_dir: Path) -> int:
         "Sayso isn't running. Start it with “sayso”, then “sayso --toggle” starts and stops dictation.", file=sys.stderr
     )
     return 1
+
+
+def run_command(coordinator, command: str) -> None:
+    """A command from a later ``sayso`` (``app.instance``): toggle, show, or open FILE."""
+    if command == "toggle":
+        coordinator.toggle()
+    elif command.startswith("open "):
+        coordinator.open_files([command.removeprefix("open ")])
+    else:
+        coordinator.show_window()
 
 
 def run_app(argv: list[str] | None = None) -> int:
@@ -101,17 +113,19 @@ def run_app(argv: list[str] | None = None) -> int:
         coordinator.start(hotkeys=False)
         tour.start()
     else:
-        if send_command(data_dir, "show"):
-            print("Sayso is already running: its window was brought to the front.")
+        files = [str(path.resolve()) for path in args.files]
+        if send_command(data_dir, *(["open " + f for f in files] or ["show"])):
+            print("Sayso is already running: " + ("the files are on its Files page." if files else
+                                                  "its window was brought to the front."))
             return 0
         server = InstanceServer(data_dir, app)
         server.listen()
         coordinator = Coordinator(data_dir)
-        server.command.connect(
-            lambda command: coordinator.toggle() if command == "toggle" else coordinator.show_window()
-        )
+        server.command.connect(lambda command: run_command(coordinator, command))
         coordinator.start()
-        if not args.hidden:
+        if files:
+            coordinator.open_files(files)
+        elif not args.hidden:
             coordinator.show_window()
 
     # Ctrl+C and SIGTERM quit cleanly; the timer lets Python run its signal handlers during Qt's loop.

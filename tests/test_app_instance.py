@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -43,6 +44,27 @@ def test_toggle_command_reaches_the_app_without_loading_the_engine(qtbot, tmp_pa
     assert "PySide6.QtNetwork" in imported
     assert {m for m in imported if m.split(".")[0] in ("numpy", "wgpu", "engine")} <= {"engine", "engine.errors",
                                                                                           "engine.models"}
+
+
+def test_files_opened_with_sayso_reach_the_running_app(qtbot, tmp_path):
+    """What the desktop runs for files opened with Sayso (``Exec=sayso %F``): one ``open`` line each."""
+    server = InstanceServer(tmp_path)
+    assert server.listen()
+    files = [tmp_path / "talk.wav", tmp_path / "a film.mp4"]
+    for f in files:
+        f.write_bytes(b"")
+    received = []
+    server.command.connect(received.append)
+    try:
+        opened = subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, files)], env=cli_env(tmp_path),
+                                  stdout=subprocess.PIPE, text=True)
+        qtbot.waitUntil(lambda: len(received) == 2, timeout=20_000)
+        assert "Files page" in opened.communicate(timeout=20)[0] and opened.returncode == 0
+    finally:
+        server.close()
+    assert received == [f"open {f}" for f in files]
+    desktop = (Path(__file__).parents[1] / "packaging" / "sayso.desktop").read_text()
+    assert "Exec=sayso %F" in desktop and "audio/x-wav;" in desktop and "video/mp4;" in desktop
 
 
 def test_each_data_folder_has_its_own_instance(tmp_path):

@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 
 from app.coordinator import Coordinator  # noqa: E402
+from app.main import run_command  # noqa: E402
 from app.overlay import Overlay  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
@@ -96,6 +97,14 @@ def test_start_at_login_is_an_autostart_entry(coordinator, tmp_path):
     restarted = Coordinator(coordinator.data_dir)  # the entry, made elsewhere, is what the page shows
     assert restarted.settings.start_at_login and entry.read_text() == desktop_text
     restarted.shutdown()
+
+
+def test_a_file_opened_with_sayso_is_transcribed_on_the_files_page(coordinator, qtbot):
+    run_command(coordinator, f"open {JFK}")
+    assert coordinator.window.isVisible() and coordinator.window.current_page() == "files"
+    job = coordinator.files_page.selected()
+    qtbot.waitUntil(lambda: job.transcript is not None, timeout=120_000)
+    assert "ask not what your country" in job.transcript.text.lower()
 
 
 def test_shortcut_field_records_a_chord(coordinator, qtbot):
