@@ -2,8 +2,8 @@
 
 The running app listens on a QLocalServer; a second ``sayso`` connects, sends its command lines ("show",
 "toggle", or "open PATH" for each file the desktop opens with Sayso) and exits. This is also how Wayland
-users get a global shortcut: the desktop runs ``sayso --toggle``. The server name includes a hash of the data folder, so a test instance with its own
-folder never answers for the user's real one.
+users get a global shortcut: the desktop runs ``sayso --toggle``. The server name includes a hash of the
+data folder, so a test instance with its own folder never answers for the user's real one.
 """
 
 from __future__ import annotations
