@@ -128,6 +128,7 @@ class Coordinator(QObject):
         self.client.warning.connect(self._on_engine_warning)
         self.hotkeys.pressed.connect(self._on_hotkey_pressed)
         self.hotkeys.released.connect(self._on_hotkey_released)
+        self.hotkeys.failed.connect(self.dictation_page.notice.show_text)
         self.delivery.done.connect(self._on_delivered)
         self.dictation_page.record_clicked.connect(lambda: self.toggle(deliver=False))
         self.settings_page.changed.connect(self.apply_settings)

@@ -90,10 +90,14 @@ def audio_input() -> list[str]:
 
 
 def hotkey_support() -> list[str]:
+    from app import portal_shortcut
     from app.hotkeys import WAYLAND_HINT, display_server
 
     server = display_server()
     if server == "wayland":
+        if portal_shortcut.available():
+            return [f"{OK}Wayland session with the desktop's global-shortcuts portal: hold to talk works; the "
+                    "desktop may ask you to confirm the shortcut at the first start."]  # fmt: skip
         return [f"{FIX}Wayland session. {WAYLAND_HINT}"]
     if server == "":
         return [f"{FIX}No desktop session (DISPLAY and WAYLAND_DISPLAY are unset): the shortcut needs one. "

@@ -4,7 +4,8 @@ pynput's X11 listener (the RECORD extension) sees every key press and release on
 the chord works in any app; the chord's key is also grabbed (``app.key_grab``) so that the focused app
 doesn't receive it. pynput is imported only when the listener starts
 because it raises ImportError where there is no X display. On Wayland no client may watch the keyboard:
-the user binds ``sayso --toggle`` to a shortcut in the desktop's settings instead (``wayland_hint``).
+the desktop's GlobalShortcuts portal binds the chord (``app.portal_shortcut``), and where there is no
+such portal the user binds ``sayso --toggle`` to a shortcut in the desktop's settings (``WAYLAND_HINT``).
 
 Key names: modifiers ``ctrl alt shift super`` match either side, ``ctrl_l``/``ctrl_r`` (etc.) only one;
 named keys are pynput's (``space enter tab esc f1..f24 page_up ...``); anything else is one character.
@@ -18,7 +19,9 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
+from app import portal_shortcut
 from app.key_grab import KeyGrab
+from app.portal_shortcut import PortalShortcut
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +41,11 @@ _ALIASES = {
 RELEASE_DEBOUNCE_MS = 40
 
 WAYLAND_HINT = (
-    "Global shortcuts can't be watched on Wayland. Open your desktop's keyboard settings and add a "
-    "custom shortcut that runs “sayso --toggle”: press it to start dictating, press it again to stop."
+    "This Wayland desktop has no global-shortcuts portal, so Sayso can't watch a shortcut. Open your "
+    "desktop's keyboard settings and add a custom shortcut that runs “sayso --toggle”: press it to start "
+    "dictating, press it again to stop."
 )
+PORTAL_DESCRIPTION = "Hold to dictate"
 
 
 def parse_hotkey(text: str) -> frozenset[str]:
@@ -140,9 +145,12 @@ class HotkeyListener(QObject):
 
     pressed = Signal()
     released = Signal()
+    bound = Signal(str)  # the portal bound the shortcut (the trigger it reports)
+    failed = Signal(str)  # the portal couldn't bind the shortcut (a message for the user)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
+        self._portal: PortalShortcut | None = None
         self._listener = None
         self._grab: KeyGrab | None = None
         self._tracker: ChordTracker | None = None
@@ -153,14 +161,15 @@ class HotkeyListener(QObject):
 
     @property
     def running(self) -> bool:
-        return self._listener is not None
+        return self._listener is not None or self._portal is not None
 
     def start(self, hotkey: str) -> None:
         """Watch ``hotkey``; raises ValueError (bad shortcut) or RuntimeError (no way to watch keys here)."""
         chord = parse_hotkey(hotkey)
         self.stop()
         if display_server() == "wayland":
-            raise RuntimeError(WAYLAND_HINT)
+            self._start_portal(chord)
+            return
         if not os.environ.get("DISPLAY"):
             raise RuntimeError("No X display: the global shortcut is off. Use the Record button instead.")
         try:
@@ -181,7 +190,21 @@ class HotkeyListener(QObject):
         self._grab = KeyGrab.take(chord, MODIFIERS)
         log.info("hotkeys: watching %s%s", format_hotkey(hotkey), " (grabbed)" if self._grab else "")
 
+    def _start_portal(self, chord: frozenset[str]) -> None:
+        if not portal_shortcut.available():
+            raise RuntimeError(WAYLAND_HINT)
+        self._portal = PortalShortcut(self)
+        self._portal.pressed.connect(self.pressed)
+        self._portal.released.connect(self.released)
+        self._portal.bound.connect(self.bound)
+        self._portal.failed.connect(self.failed)
+        self._portal.start(chord, PORTAL_DESCRIPTION)
+
     def stop(self) -> None:
+        if self._portal is not None:
+            self._portal.stop()
+            self._portal.deleteLater()
+            self._portal = None
         if self._listener is not None:
             # pynput's X listener only notices stop() at the next key event, so its thread may linger
             # until then; the generation check keeps its last events away from a newer listener.

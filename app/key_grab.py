@@ -19,16 +19,10 @@ import logging
 import select
 import threading
 
-from app.keymap import keysym
+from app.keymap import KEYSYM_NAMES, keysym
 
 log = logging.getLogger(__name__)
 
-_KEYSYM_NAMES = {
-    "space": "space", "enter": "Return", "tab": "Tab", "esc": "Escape", "backspace": "BackSpace",
-    "delete": "Delete", "insert": "Insert", "home": "Home", "end": "End", "page_up": "Prior", "page_down": "Next",
-    "up": "Up", "down": "Down", "left": "Left", "right": "Right", "pause": "Pause", "print_screen": "Print",
-    "scroll_lock": "Scroll_Lock", "menu": "Menu",
-} | {f"f{i}": f"F{i}" for i in range(1, 25)}  # fmt: skip
 _UNGRABBABLE = {"caps_lock", "num_lock"}  # lock keys: grabbing them would take the lock from every app
 POLL_SECONDS = 0.2  # how soon the event thread notices release()
 
@@ -59,7 +53,7 @@ class KeyGrab:
         for name in chord - {key}:
             modifiers |= masks[name.split("_")[0]]
         server = display.Display()
-        symbol = XK.string_to_keysym(_KEYSYM_NAMES[key]) if key in _KEYSYM_NAMES else keysym(key)
+        symbol = XK.string_to_keysym(KEYSYM_NAMES[key]) if key in KEYSYM_NAMES else keysym(key)
         keycode = server.keysym_to_keycode(symbol)
         if not keycode:
             server.close()

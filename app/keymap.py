@@ -19,6 +19,15 @@ import logging
 log = logging.getLogger(__name__)
 
 
+KEYSYM_NAMES = {
+    "space": "space", "enter": "Return", "tab": "Tab", "esc": "Escape", "backspace": "BackSpace",
+    "delete": "Delete", "insert": "Insert", "home": "Home", "end": "End", "page_up": "Prior", "page_down": "Next",
+    "up": "Up", "down": "Down", "left": "Left", "right": "Right", "pause": "Pause", "print_screen": "Print",
+    "scroll_lock": "Scroll_Lock", "menu": "Menu", "caps_lock": "Caps_Lock", "num_lock": "Num_Lock",
+} | {f"f{i}": f"F{i}" for i in range(1, 25)}  # fmt: skip
+"""Sayso's names of named keys (``app.hotkeys``) -> their X keysym names, which xkb shares."""
+
+
 def keysym(char: str) -> int:
     """The X keysym of a character: Latin-1 keysyms are the code point, the rest are 0x01000000 + it."""
     code = ord(char)

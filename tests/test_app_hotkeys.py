@@ -9,7 +9,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from app.hotkeys import ChordTracker, HotkeyListener, format_hotkey, parse_hotkey  # noqa: E402
-from e2e.fixtures import x_display  # noqa: E402, F401
+from e2e.fixtures import portal, session_bus, x_display  # noqa: E402, F401
 
 
 @pytest.mark.parametrize(
@@ -99,10 +99,33 @@ def test_real_key_presses_on_x(qtbot, x_display):
         thread.join(5)
 
 
-def test_wayland_asks_for_a_desktop_shortcut(monkeypatch):
+def test_wayland_without_a_portal_asks_for_a_desktop_shortcut(monkeypatch, session_bus):
     monkeypatch.setenv("XDG_SESSION_TYPE", "wayland")
     with pytest.raises(RuntimeError, match="sayso --toggle"):
         HotkeyListener().start("ctrl+space")
+
+
+def test_wayland_hold_to_talk_through_the_portal(qtbot, monkeypatch, portal):
+    """A real session bus, and a portal double speaking GlobalShortcuts: the chord is bound with its
+    trigger, Activated / Deactivated are press and release, and the session is closed on stop()."""
+    monkeypatch.setenv("XDG_SESSION_TYPE", "wayland")
+    listener = HotkeyListener()
+    with qtbot.waitSignal(listener.bound, timeout=20_000) as bound:
+        listener.start("ctrl+alt+f9")
+    assert bound.args == ["ALT+CTRL+F9"] and portal.wait_for("bound") == [["dictate", "ALT+CTRL+F9"]]
+    try:
+        for _ in range(2):
+            with qtbot.waitSignal(listener.pressed, timeout=5000):
+                portal.press("activate")
+            with qtbot.waitSignal(listener.released, timeout=5000):
+                portal.press("deactivate")
+        with qtbot.waitSignal(listener.pressed, timeout=5000):  # a portal that sends no release:
+            portal.press("activate")
+        with qtbot.waitSignal(listener.released, timeout=5000):  # the next press ends the dictation
+            portal.press("activate")
+    finally:
+        listener.stop()
+    assert portal.wait_for("closed").startswith("/org/freedesktop/portal/desktop/session/")
 
 
 class KeyWitness:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, ROOT, cli_env, words
+from e2e.fixtures import portal, session_bus  # noqa: F401
 
 
 def run(args: list[str], data_dir: Path, **env: str) -> subprocess.CompletedProcess:
@@ -30,12 +31,20 @@ def test_doctor_reports_every_part_and_what_to_fix(tmp_path):
     assert "No desktop session" in out and "xdotool:" in out
 
 
-def test_doctor_tells_wayland_users_to_bind_the_toggle_command(monkeypatch):
+def test_doctor_tells_wayland_users_without_a_portal_to_bind_the_toggle_command(monkeypatch, session_bus):
     from app import doctor
 
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
     (line,) = doctor.hotkey_support()
     assert line.startswith(doctor.FIX) and "sayso --toggle" in line
+
+
+def test_doctor_says_hold_to_talk_works_through_the_portal(monkeypatch, portal):
+    from app import doctor
+
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    (line,) = doctor.hotkey_support()
+    assert line.startswith(doctor.OK) and "portal" in line and "hold to talk works" in line
 
 
 def test_doctor_says_when_x11_is_unusable(tmp_path):

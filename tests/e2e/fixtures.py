@@ -10,9 +10,19 @@ import atexit
 
 import pytest
 
-from e2e.services import Pulse, SystemTray, XServer, start_pulse, start_tray, start_xvfb
+from e2e.portal import PortalDouble
+from e2e.services import (
+    Pulse,
+    SessionBus,
+    SystemTray,
+    XServer,
+    start_pulse,
+    start_session_bus,
+    start_tray,
+    start_xvfb,
+)
 
-_started: dict[str, XServer | Pulse | SystemTray] = {}
+_started: dict[str, XServer | Pulse | SystemTray | SessionBus] = {}
 
 
 def _once(name: str, start):
@@ -58,3 +68,19 @@ def desktop():
 def system_tray(desktop) -> SystemTray:
     """A system tray (trayer's panel) on the desktop's X display, for apps started after it."""
     return _once("tray", lambda: start_tray(_started["x"].display))
+
+
+@pytest.fixture
+def session_bus(monkeypatch) -> SessionBus:
+    """A private D-Bus session bus (one per test session), set as this test's session bus."""
+    bus = _once("bus", start_session_bus)
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    return bus
+
+
+@pytest.fixture
+def portal(session_bus) -> PortalDouble:
+    """A GlobalShortcuts portal double on the private session bus."""
+    double = PortalDouble()
+    yield double
+    double.close()

@@ -32,6 +32,7 @@ APT_PACKAGES = {
     "pacat": "pulseaudio-utils",
     "trayer": "trayer",
     "xwininfo": "x11-utils",
+    "dbus-daemon": "dbus-daemon",
 }
 SINK = "vsink"
 
@@ -224,3 +225,22 @@ def start_pulse() -> Pulse:
 
     _wait(low_latency, 15, "the null sink to run in real time")
     return pulse
+
+
+@dataclass
+class SessionBus:
+    """A private D-Bus session bus (``dbus-daemon --session``), so portal doubles never meet the user's."""
+
+    address: str
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_session_bus() -> SessionBus:
+    require("dbus-daemon")
+    process = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+                               stdout=subprocess.PIPE, text=True)
+    return SessionBus(process.stdout.readline().strip(), process)
