@@ -33,6 +33,7 @@ from app.files_view import FilesPage
 from app.history import History
 from app.history_view import HistoryPage, entry_meta
 from app.hotkeys import HotkeyListener, display_server, format_hotkey
+from app.locations import settings_file
 from app.main_window import MainWindow
 from app.overlay import Overlay
 from app.recorder import Recorder, RecorderError, rescan_devices
@@ -77,7 +78,7 @@ class Coordinator(QObject):
         super().__init__()
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = SettingsStore(self.data_dir / "settings.json")
+        self.store = SettingsStore(settings_file(self.data_dir))
         # The autostart entry is the truth about starting at login: the desktop's own settings may remove it.
         self.settings = self.store.load().with_changes(start_at_login=starts_at_login())
         self.history = History(self.data_dir)

@@ -14,6 +14,8 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
+
+from app.locations import runtime_dir
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 log = logging.getLogger(__name__)
@@ -24,8 +26,12 @@ _TIMEOUT_MS = 1000
 
 
 def server_name(data_dir: Path) -> str:
+    """The socket's name: a path in ``$XDG_RUNTIME_DIR`` where the session has one, else a name Qt
+    places in the temporary folder."""
     digest = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:10]
-    return f"sayso-{getpass.getuser()}-{digest}"
+    name = f"sayso-{getpass.getuser()}-{digest}"
+    runtime = runtime_dir()
+    return str(runtime / name) if runtime else name
 
 
 def send_command(data_dir: Path, *commands: str) -> bool:

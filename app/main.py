@@ -44,9 +44,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
+
+
 def _setup_logging() -> None:
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%H:%M:%S")
+
+
+def _log_to_file(data_dir: Path) -> None:
+    """The running app's log, also kept on disk (rotated) for a bug report; it never holds dictated text."""
+    from logging.handlers import RotatingFileHandler
+
+    from app.locations import LOG_BYTES, LOG_FILES, log_file
+
+    path = log_file(data_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_FILES, encoding="utf-8")
+    except OSError as error:
+        log.warning("log: can't write %s (%s); logging to the terminal only", path, error.strerror)
+        return
+    handler.setFormatter(logging.Formatter(LOG_FORMAT.replace("%(asctime)s", "%(asctime)s.%(msecs)03d"),
+                                           datefmt="%Y-%m-%d %H:%M:%S"))
+    logging.getLogger().addHandler(handler)
 
 
 def _data_dir() -> Path:
@@ -90,6 +111,8 @@ def run_app(argv: list[str] | None = None) -> int:
         return _toggle(data_dir)
     if args.screenshots is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # screenshots need no display
+    else:
+        _log_to_file(data_dir)
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication

@@ -1,7 +1,7 @@
-"""The user's choices, kept as JSON (``settings.json``) in Sayso's data folder.
+"""The user's choices, kept as JSON (``settings.json``, where ``app.locations`` says).
 
-JSON rather than QSettings so that the file sits next to the history and models, is readable by a
-person, and is loaded the same way by the tests. A missing, damaged or partly unknown file never stops
+JSON rather than QSettings so that the file is readable by a person, sits in a test's own data folder,
+and is loaded the same way by the tests. A missing, damaged or partly unknown file never stops
 the app: unknown keys are dropped and bad values fall back to their defaults.
 """
 

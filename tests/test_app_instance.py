@@ -67,6 +67,21 @@ def test_files_opened_with_sayso_reach_the_running_app(qtbot, tmp_path):
     assert "Exec=sayso %F" in desktop and "audio/x-wav;" in desktop and "video/mp4;" in desktop
 
 
+def test_the_socket_is_in_the_runtime_folder(qtbot, tmp_path, monkeypatch):
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    server = InstanceServer(tmp_path / "data")
+    assert server.listen()
+    try:
+        (socket,) = runtime.iterdir()
+        assert socket.is_socket() and socket.name.startswith("sayso-")
+        with qtbot.waitSignal(server.command, timeout=5000):
+            assert send_command(tmp_path / "data", "show")
+    finally:
+        server.close()
+
+
 def test_each_data_folder_has_its_own_instance(tmp_path):
     assert server_name(tmp_path / "a") != server_name(tmp_path / "b")
     assert server_name(tmp_path / "a") == server_name(tmp_path / "a" / ".." / "a")

@@ -43,3 +43,5 @@ def test_hold_to_talk_through_the_portal(desktop, portal, tmp_path):
     finally:
         assert app.stop() == 0, "\n".join(app.log[-30:])
     assert portal.wait_for("closed")  # the session ends with the app
+    kept = (data / "sayso.log").read_text()  # the log on disk: what happened, never what was said
+    assert "portal: shortcut bound" in kept and "kept in app" in kept and "country" not in kept.lower()

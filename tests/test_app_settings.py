@@ -40,3 +40,24 @@ def test_a_damaged_file_gives_defaults(tmp_path):
 def test_vocabulary_becomes_the_prompt():
     assert Settings().prompt is None
     assert Settings(vocabulary="  Sayso,\n  Dr. Okafor ").prompt == "Sayso, Dr. Okafor"
+
+
+def test_settings_and_log_follow_the_xdg_folders(tmp_path, monkeypatch):
+    """The default data folder: settings in $XDG_CONFIG_HOME (moved there from where earlier versions
+    kept them), the log in $XDG_STATE_HOME. A data folder of its own keeps both."""
+    from app.locations import log_file, settings_file
+    from engine.models import data_dir
+
+    monkeypatch.delenv("SAYSO_DATA_DIR", raising=False)
+    for variable in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(variable, str(tmp_path / variable.lower()))
+    data = data_dir()
+    data.mkdir(parents=True)
+    (data / "settings.json").write_text('{"mode": "toggle"}')
+    path = settings_file(data)
+    assert path == tmp_path / "xdg_config_home" / "sayso" / "settings.json"
+    assert SettingsStore(path).load().mode == "toggle" and not (data / "settings.json").exists()
+    assert log_file(data) == tmp_path / "xdg_state_home" / "sayso" / "sayso.log"
+    monkeypatch.setenv("SAYSO_DATA_DIR", str(tmp_path / "portable"))
+    assert settings_file(data_dir()) == tmp_path / "portable" / "settings.json"
+    assert log_file(data_dir()) == tmp_path / "portable" / "sayso.log"
