@@ -1,6 +1,7 @@
 """The tray icon: Sayso's state at a glance (indigo idle, red recording, amber transcribing) and a menu.
 
-Desktops without a tray (some Wayland sessions, bare X) simply have none; ``available`` says which.
+Desktops without a tray (some Wayland sessions, bare X) simply have none; ``available`` says which,
+and notifications then go to the desktop's notification daemon (``app.notifications``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from app import assets
+from app.notifications import SHOWN_MS, send_notification
 
 
 class Tray(QObject):
@@ -41,12 +43,12 @@ class Tray(QObject):
         self._icon.setToolTip(f"Sayso: {tooltip}")
         self._record.setText("Stop dictation" if state == "recording" else "Start dictation")
 
-    def notify(self, title: str, message: str) -> bool:
-        """A desktop notification through the tray; False when there is no tray to show it."""
-        if not (self.available and QSystemTrayIcon.supportsMessages()):
-            return False
-        self._icon.showMessage(title, message, assets.app_icon(), 6000)
-        return True
+    def notify(self, title: str, message: str) -> None:
+        """A desktop notification: through the tray, or the notification daemon where there is no tray."""
+        if self.available and QSystemTrayIcon.supportsMessages():
+            self._icon.showMessage(title, message, assets.app_icon(), SHOWN_MS)
+        else:
+            send_notification(title, message)
 
     def hide(self) -> None:
         self._icon.hide()

@@ -33,6 +33,7 @@ APT_PACKAGES = {
     "trayer": "trayer",
     "xwininfo": "x11-utils",
     "dbus-daemon": "dbus-daemon",
+    "dunst": "dunst",
 }
 SINK = "vsink"
 
@@ -244,3 +245,40 @@ def start_session_bus() -> SessionBus:
     process = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
                                stdout=subprocess.PIPE, text=True)
     return SessionBus(process.stdout.readline().strip(), process)
+
+
+@dataclass
+class NotificationDaemon:
+    """dunst on an X display and a session bus, writing each notification it shows to ``received``
+    (one ``summary<TAB>body`` line each, by a dunst rule's script)."""
+
+    received: Path
+    process: subprocess.Popen
+
+    def lines(self) -> list[str]:
+        return self.received.read_text().splitlines() if self.received.exists() else []
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_notification_daemon(folder: Path) -> NotificationDaemon:
+    """dunst in the caller's environment (DISPLAY and DBUS_SESSION_BUS_ADDRESS), owning
+    org.freedesktop.Notifications before this returns."""
+    require("dunst")
+    received, script, config = folder / "notifications.txt", folder / "record.sh", folder / "dunstrc"
+    script.write_text(f"#!/bin/sh\nprintf '%s\\t%s\\n' \"$2\" \"$3\" >> {received}\n")
+    script.chmod(0o755)
+    config.write_text(f'[global]\n    font = Monospace 8\n\n[record]\n    summary = "*"\n    script = {script}\n')
+    process = subprocess.Popen(["dunst", "-config", str(config)], stderr=subprocess.DEVNULL)
+    _wait(lambda: _bus_has("org.freedesktop.Notifications"), 15, "dunst on the bus")
+    return NotificationDaemon(received, process)
+
+
+def _bus_has(name: str) -> bool:
+    from jeepney import message_bus
+    from jeepney.io.blocking import open_dbus_connection
+
+    with open_dbus_connection(bus="SESSION") as connection:
+        return bool(connection.send_and_get_reply(message_bus.NameHasOwner(name)).body[0])
