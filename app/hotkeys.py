@@ -1,9 +1,9 @@
-"""The global push-to-talk shortcut: a chord of keys ("ctrl+space", "alt_r", "ctrl+alt+f9") watched on X11.
+"""The global push-to-talk shortcut: a chord of keys ("ctrl+space", "alt_r", "ctrl+alt+f9").
 
-pynput's X11 listener (the RECORD extension) sees every key press and release on the display, so holding
-the chord works in any app; the chord's key is also grabbed (``app.key_grab``) so that the focused app
-doesn't receive it. pynput is imported only when the listener starts
-because it raises ImportError where there is no X display. On Wayland no client may watch the keyboard:
+On X11, pynput's listener (the RECORD extension) sees every key press and release on the display, so
+holding the chord works in any app; the chord's key is also grabbed (``app.key_grab``) so that the
+focused app doesn't receive it. pynput is imported only when the listener starts because it raises
+ImportError where there is no X display. On Wayland no client may watch the keyboard:
 the desktop's GlobalShortcuts portal binds the chord (``app.portal_shortcut``), and where there is no
 such portal the user binds ``sayso --toggle`` to a shortcut in the desktop's settings (``WAYLAND_HINT``).
 
