@@ -52,7 +52,11 @@ class KeyGrab:
         modifiers = 0
         for name in chord - {key}:
             modifiers |= masks[name.split("_")[0]]
-        server = display.Display()
+        try:
+            server = display.Display()
+        except Exception as error:  # noqa: BLE001 - python-xlib raises several kinds; the listener still works
+            log.warning("hotkeys: can't open the display to grab the shortcut (%s)", error)
+            return None
         symbol = XK.string_to_keysym(KEYSYM_NAMES[key]) if key in KEYSYM_NAMES else keysym(key)
         keycode = server.keysym_to_keycode(symbol)
         if not keycode:
