@@ -54,8 +54,8 @@ class KeyGrab:
             modifiers |= masks[name.split("_")[0]]
         try:
             server = display.Display()
-        except Exception as error:  # noqa: BLE001 - python-xlib raises several kinds; the listener still works
-            log.warning("hotkeys: can't open the display to grab the shortcut (%s)", error)
+        except Exception as problem:  # noqa: BLE001 - python-xlib raises several kinds; the listener still works
+            log.warning("hotkeys: can't open the display to grab the shortcut (%s)", problem)
             return None
         symbol = XK.string_to_keysym(KEYSYM_NAMES[key]) if key in KEYSYM_NAMES else keysym(key)
         keycode = server.keysym_to_keycode(symbol)
