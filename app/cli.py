@@ -221,6 +221,16 @@ def selftest(audio: str) -> int:
     return 0 if text else 1
 
 
+def installed_version() -> str:
+    """The installed package's version (pyproject's), or "unknown" when run from a tree not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sayso")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sayso", description="Local dictation and transcription on the GPU.")
     add_arguments(parser)
@@ -228,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--selftest", metavar="FILE", help="load the default model, transcribe FILE, print the text; exit 0 if there is text"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine does")
+    parser.add_argument("--version", action="version", version=f"sayso {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def engine_options(p):

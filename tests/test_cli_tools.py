@@ -116,3 +116,12 @@ def test_bench_kernels_times_every_gpu_kernel_of_a_transcription(tmp_path):
     for label, kernel in kernels.items():
         calls[label.split()[0]] += kernel["calls"]
     assert calls["whisper_select.wgsl:main"] >= 1  # the decoder's token choice, on the GPU
+
+
+def test_version_is_the_packages(tmp_path):
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    run = subprocess.run([sys.executable, "-m", "app.cli", "--version"], env=cli_env(tmp_path),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == f"sayso {declared}"
