@@ -1,4 +1,5 @@
-"""Icons and sounds from the repository's ``resources/`` folder, tinted and cached for the widgets.
+"""Icons and sounds from ``sayso.resources`` (the repository's ``resources/``), tinted and cached for the
+widgets.
 
 UI icons are 24×24 line drawings whose SVG says ``currentColor``; ``icon(name, color)`` substitutes a
 real color and renders crisp pixmaps at 1× and 2×, so one drawing serves every state and theme.
@@ -6,6 +7,7 @@ real color and renders crisp pixmaps at 1× and 2×, so one drawing serves every
 
 from __future__ import annotations
 
+import importlib.resources
 from functools import lru_cache
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from PySide6.QtCore import QByteArray, QRectF, QSize, Qt
 from PySide6.QtGui import QIcon, QImage, QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 
-RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+RESOURCES = Path(importlib.resources.files("sayso.resources"))
 
 # Background gradients of the app icon per state: idle (indigo), recording (red), transcribing (amber).
 _STATE_COLORS = {

@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from engine.files import write_text_atomically
+from sayso.engine.files import write_text_atomically
 
 
 def autostart_file() -> Path:

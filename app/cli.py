@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from app.main import add_arguments
-from app.refusals import environment_error
-from engine.errors import SaysoError
+from sayso.app.main import add_arguments
+from sayso.app.refusals import environment_error
+from sayso.engine.errors import SaysoError
 
 FORMATS = ("txt", "json", "srt", "vtt")
 
@@ -34,7 +34,7 @@ def _progress_bar(label: str):
 
 
 def _engine(args):
-    from engine.engine import Engine
+    from sayso.engine.engine import Engine
 
     def note(message: str) -> None:
         print(message, file=sys.stderr)
@@ -43,7 +43,7 @@ def _engine(args):
 
 
 def cmd_transcribe(args) -> int:
-    from engine.formats import render
+    from sayso.engine.formats import render
 
     engine = _engine(args)
     failed = 0
@@ -99,8 +99,8 @@ def flush_stdout(text: str = "") -> None:
 
 def cmd_convert(args) -> int:
     if args.random:  # `convert --random FAMILY OUT.gguf`: the one positional is the output
-        from engine.convert.random_model import write_random_model
-        from engine.convert.random_whisper import SHAPES, write_random_whisper
+        from sayso.engine.convert.random_model import write_random_model
+        from sayso.engine.convert.random_whisper import SHAPES, write_random_whisper
 
         if args.src is None or args.out is not None:
             raise SaysoError("Usage: sayso convert --random FAMILY OUT.gguf [--small] [--type f16|q8_0]")
@@ -109,7 +109,7 @@ def cmd_convert(args) -> int:
         else:
             out = write_random_model(args.random, args.src, small=args.small, quantized=args.type == "q8_0")
     else:
-        from engine.convert import convert
+        from sayso.engine.convert import convert
 
         if args.src is None or args.out is None:
             raise SaysoError("Usage: sayso convert SRC OUT.gguf (or sayso convert --random FAMILY OUT.gguf)")
@@ -121,7 +121,7 @@ def cmd_convert(args) -> int:
 def cmd_bench(args) -> int:
     import json
 
-    from engine import bench
+    from sayso.engine import bench
 
     if args.stream:
         result = bench.measure_stream(args.model, args.file, "gpu" if args.device == "auto" else args.device,
@@ -162,7 +162,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_models_list(args) -> int:
-    from engine import hub, models
+    from sayso.engine import hub, models
 
     mine = models.installed()
     print("Installed:" if mine else "Installed: none yet (the default model is converted on first use)")
@@ -178,7 +178,7 @@ def cmd_models_list(args) -> int:
 
 
 def cmd_models_pull(args) -> int:
-    from engine import hub
+    from sayso.engine import hub
 
     bar = _progress_bar(args.name)
     path = hub.pull(args.name, progress=(lambda fraction, message: bar(fraction)) if bar else None)
@@ -190,7 +190,7 @@ def cmd_models_pull(args) -> int:
 
 
 def cmd_models_rm(args) -> int:
-    from engine import models
+    from sayso.engine import models
 
     for model in models.remove(args.name):
         print(f"Removed {model.name} ({model.source}, {_megabytes(model.size)}): {model.path}")
@@ -202,23 +202,26 @@ def _megabytes(size: int) -> str:
 
 
 def cmd_doctor(args) -> int:
-    from app.doctor import run_doctor
+    from sayso.app.doctor import run_doctor
 
     return run_doctor()
 
 
 def selftest(audio: str) -> int:
-    """Load the default model, transcribe ``audio`` and print the text: 0 when there is text, else 1.
+    """Load the default model, transcribe ``audio`` with voice detection and print the text: 0 when there
+    is text, else 1.
 
-    The packaged app's smoke test: it exercises the frozen engine, shaders and model without Qt.
+    The packaged app's smoke test: it exercises the installed or frozen engine, shaders, default model and
+    voice model without Qt.
     """
-    from engine.engine import Engine
+    from sayso.engine.engine import Engine
 
     engine = Engine(notify=lambda message: print(message, file=sys.stderr))
     text = engine.transcribe_file(audio).text.strip()
-    print(f"selftest: {engine.describe()}", file=sys.stderr)
+    detection = "on" if engine.vad is not None else "off"
+    print(f"selftest: {engine.describe()}, voice detection {detection}", file=sys.stderr)
     print(text)
-    return 0 if text else 1
+    return 0 if text and engine.vad is not None else 1
 
 
 def installed_version() -> str:
@@ -284,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels", action="store_true",
                    help="time every GPU kernel of one warm transcription (one pass per dispatch, timestamps): "
                         "GPU time per kernel, and what the host adds to it")
-    from engine.stream import FEED_SECONDS
+    from sayso.engine.stream import FEED_SECONDS
 
     p.add_argument("--chunk", type=float, default=FEED_SECONDS,
                    help=f"with --stream: seconds of audio per chunk (default: {FEED_SECONDS}, as the app feeds a dictation)")
@@ -311,17 +314,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--toggle" in argv:  # a desktop shortcut runs this: reach the app before loading the CLI's parser
-        from app.main import run_app
+        from sayso.app.main import run_app
 
         return run_app(argv)
     parser = build_parser()
     if argv and argv[0] not in parser.commands and not argv[0].startswith("-") and Path(argv[0]).exists():
-        from app.main import run_app  # ``sayso FILE...``: the desktop opens audio and video files in the app
+        from sayso.app.main import run_app  # ``sayso FILE...``: the desktop opens audio and video files in the app
 
         return run_app(argv)
     args = parser.parse_args(argv)
     if args.command is None and args.selftest is None:
-        from app.main import run_app  # it sets up its own logging (the app logs at INFO)
+        from sayso.app.main import run_app  # it sets up its own logging (the app logs at INFO)
 
         return run_app(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -339,6 +342,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,23 +24,23 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from app.autostart import set_start_at_login, starts_at_login
-from app.cues import CuePlayer
-from app.delivery import Delivery, DeliveryResult
-from app.dictation_page import DictationPage
-from app.engine_worker import EngineClient, EngineFactory
-from app.files_view import FilesPage
-from app.history import History
-from app.history_view import HistoryPage, entry_meta
-from app.hotkeys import HotkeyListener, display_server, format_hotkey
-from app.locations import settings_file
-from app.main_window import MainWindow
-from app.overlay import Overlay
-from app.recorder import Recorder, RecorderError, rescan_devices
-from app.refusals import environment_error
-from app.settings import Settings, SettingsStore
-from app.settings_view import SettingsPage
-from app.tray import Tray
+from sayso.app.autostart import set_start_at_login, starts_at_login
+from sayso.app.cues import CuePlayer
+from sayso.app.delivery import Delivery, DeliveryResult
+from sayso.app.dictation_page import DictationPage
+from sayso.app.engine_worker import EngineClient, EngineFactory
+from sayso.app.files_view import FilesPage
+from sayso.app.history import History
+from sayso.app.history_view import HistoryPage, entry_meta
+from sayso.app.hotkeys import HotkeyListener, display_server, format_hotkey
+from sayso.app.locations import settings_file
+from sayso.app.main_window import MainWindow
+from sayso.app.overlay import Overlay
+from sayso.app.recorder import Recorder, RecorderError, rescan_devices
+from sayso.app.refusals import environment_error
+from sayso.app.settings import Settings, SettingsStore
+from sayso.app.settings_view import SettingsPage
+from sayso.app.tray import Tray
 
 log = logging.getLogger(__name__)
 

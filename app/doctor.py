@@ -30,17 +30,17 @@ def run_doctor() -> int:
 
 def compute() -> list[str]:
     try:
-        from engine.gpu.device import Device
+        from sayso.engine.gpu.device import Device
     except (ImportError, OSError) as error:  # wgpu's native library failed to load
         return [f"{FIX}wgpu can't load ({error}): reinstall Sayso (pip install --force-reinstall wgpu==0.32.0).",
                 f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]  # fmt: skip
-    from engine.errors import GpuError
+    from sayso.engine.errors import GpuError
 
     try:
         device = Device().opened()
     except GpuError as error:
         return [f"{FIX}{error}", f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]
-    from engine.gpu import GpuOps
+    from sayso.engine.gpu import GpuOps
 
     tier = GpuOps(device).fast
     tier.probe()
@@ -58,7 +58,7 @@ def compute() -> list[str]:
 
 
 def models_found() -> list[str]:
-    from engine import models
+    from sayso.engine import models
 
     found = models.installed()
     lines = [f"{OK}{m.name}: {m.size / 1e6:.0f} MB, {m.source}, {m.path}" for m in found]
@@ -90,8 +90,8 @@ def audio_input() -> list[str]:
 
 
 def hotkey_support() -> list[str]:
-    from app import portal_shortcut
-    from app.hotkeys import WAYLAND_HINT, display_server
+    from sayso.app import portal_shortcut
+    from sayso.app.hotkeys import WAYLAND_HINT, display_server
 
     server = display_server()
     if server == "wayland":
@@ -112,7 +112,7 @@ def hotkey_support() -> list[str]:
 
 def text_delivery() -> list[str]:
     """Paste and typing go through xdotool on X11 and wl-copy/wl-paste plus wtype (or ydotool) on Wayland."""
-    from app.hotkeys import display_server
+    from sayso.app.hotkeys import display_server
 
     found = {tool: shutil.which(tool) for tool in ("xdotool", "wl-copy", "wl-paste", "wtype", "ydotool")}
     lines = [f"{OK if path else INFO}{tool}: {path or 'not found'}" for tool, path in found.items()]

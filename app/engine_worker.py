@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from engine.errors import GpuError, SaysoError
-from engine.stream import FEED_SECONDS
-from engine.vad import PAUSE_SECONDS
+from sayso.engine.errors import GpuError, SaysoError
+from sayso.engine.stream import FEED_SECONDS
+from sayso.engine.vad import PAUSE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +96,13 @@ class JobQueue:
 
 
 def _default_factory(path: Path, device: str):
-    from engine.engine import Engine  # imported here, on the engine thread: it loads wgpu
+    from sayso.engine.engine import Engine  # imported here, on the engine thread: it loads wgpu
 
     return Engine(path, device=device)
 
 
 def _resolve_model(model: str, on_progress: Callable) -> Path:
-    from engine import models
+    from sayso.engine import models
 
     return models.resolve(model, on_progress) if model else models.default_model(on_progress)
 

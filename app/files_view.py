@@ -28,12 +28,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import assets
-from app.engine_worker import EngineClient
-from app.settings import Settings
-from app.style import COLORS
-from app.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
-from engine import formats
+from sayso.app import assets
+from sayso.app.engine_worker import EngineClient
+from sayso.app.settings import Settings
+from sayso.app.style import COLORS
+from sayso.app.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
+from sayso.engine import formats
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +352,7 @@ class FilesPage(QWidget):
 
 
 def _duration(path: Path) -> float | None:
-    from engine.audio import duration
+    from sayso.engine.audio import duration
 
     try:
         return duration(path)

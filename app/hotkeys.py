@@ -19,9 +19,9 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from app import portal_shortcut
-from app.key_grab import KeyGrab
-from app.portal_shortcut import PortalShortcut
+from sayso.app import portal_shortcut
+from sayso.app.key_grab import KeyGrab
+from sayso.app.portal_shortcut import PortalShortcut
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-log = logging.getLogger("app")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("files", nargs="*", type=Path, metavar="FILE", help="audio or video files to transcribe")
     args, unknown = parser.parse_known_args(argv)  # the CLI's own options (-v, ...) pass through
     if unknown:
-        logging.getLogger("app").debug("ignoring options for the CLI: %s", unknown)
+        log.debug("ignoring options for the CLI: %s", unknown)
     return args
 
 
@@ -56,7 +56,7 @@ def _log_to_file(data_dir: Path) -> None:
     """The running app's log, also kept on disk (rotated) for a bug report; it never holds dictated text."""
     from logging.handlers import RotatingFileHandler
 
-    from app.locations import LOG_BYTES, LOG_FILES, log_file
+    from sayso.app.locations import LOG_BYTES, LOG_FILES, log_file
 
     path = log_file(data_dir)
     try:
@@ -72,7 +72,7 @@ def _log_to_file(data_dir: Path) -> None:
 
 def _data_dir() -> Path:
     """Settings, history and recordings live with the models, in the engine's data folder."""
-    from engine.models import data_dir
+    from sayso.engine.models import data_dir
 
     return Path(data_dir()).expanduser().resolve()
 
@@ -80,7 +80,7 @@ def _data_dir() -> Path:
 def _toggle(data_dir: Path) -> int:
     from PySide6.QtCore import QCoreApplication
 
-    from app.instance import send_command
+    from sayso.app.instance import send_command
 
     _app = QCoreApplication.instance() or QCoreApplication(["sayso"])
     if send_command(data_dir, "toggle"):
@@ -117,9 +117,9 @@ def run_app(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app import assets, style
-    from app.coordinator import Coordinator
-    from app.instance import InstanceServer, send_command
+    from sayso.app import assets, style
+    from sayso.app.coordinator import Coordinator
+    from sayso.app.instance import InstanceServer, send_command
 
     app = QApplication.instance() or QApplication(["sayso"])
     app.setApplicationName("Sayso")
@@ -129,7 +129,7 @@ def run_app(argv: list[str] | None = None) -> int:
     style.apply(app)
 
     if args.screenshots is not None:
-        from app.screenshots import ScreenshotTour
+        from sayso.app.screenshots import ScreenshotTour
 
         coordinator = Coordinator(data_dir)
         tour = ScreenshotTour(coordinator, args.screenshots, args.screenshot_audio)

@@ -34,11 +34,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import assets
-from app.settings import Settings
-from app.style import COLORS
-from app.widgets import Card, icon_button, label, scrolling_page
-from engine.errors import SaysoError
+from sayso.app import assets
+from sayso.app.settings import Settings
+from sayso.app.style import COLORS
+from sayso.app.widgets import Card, icon_button, label, scrolling_page
+from sayso.engine.errors import SaysoError
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def pull(name: str) -> Work:
     """Download the published model ``name`` into the hub cache (``engine.hub.pull``)."""
 
     def work(progress, cancel):
-        from engine import hub
+        from sayso.engine import hub
 
         return hub.pull(name, progress, cancel)
 
@@ -71,7 +71,7 @@ def convert(name: str) -> Work:
     """
 
     def work(progress, cancel):
-        from engine import models
+        from sayso.engine import models
 
         def report(fraction: float, message: str) -> None:
             if cancel.is_set():
@@ -145,7 +145,7 @@ def _size(count: float) -> str:
 
 def _family(name: str, path: Path) -> str:
     """The family of a catalog model by its name; of any other file, from the file (its architecture)."""
-    from engine import hub
+    from sayso.engine import hub
 
     if name in hub.CATALOG:
         return hub.CATALOG[name].family
@@ -155,8 +155,8 @@ def _family(name: str, path: Path) -> str:
 @lru_cache(maxsize=64)
 def _architecture(path: str, mtime_ns: int) -> str:
     """``general.architecture`` of a GGUF file ("" if unreadable); cached, as reading the metadata takes a moment."""
-    from engine.errors import ModelFileError
-    from engine.gguf.reader import ModelFile
+    from sayso.engine.errors import ModelFileError
+    from sayso.engine.gguf.reader import ModelFile
 
     try:
         return str(ModelFile(path).get("general.architecture", ""))
@@ -170,7 +170,7 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
 
     ``chosen``: the settings' model; a .gguf file chosen by path elsewhere is listed first (source "file").
     """
-    from engine import hub, models
+    from sayso.engine import hub, models
 
     installed = []
     on_disk = models.installed()
@@ -201,7 +201,7 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
 
 
 def _languages(name: str) -> str:
-    from engine import hub
+    from sayso.engine import hub
 
     return hub.CATALOG[name].languages if name in hub.CATALOG else ""
 
@@ -409,7 +409,7 @@ class ModelsPage(QWidget):
     def _uses(self, entry: Entry, first: bool) -> bool:
         """Whether the settings' model is this row's: by name (the default when empty; the first file of
         that name, which the engine loads) or, for a file chosen by path, by its path."""
-        from engine import models
+        from sayso.engine import models
 
         model = self._model or models.DEFAULT_MODEL
         if os.sep in model or model.endswith(".gguf"):
@@ -446,7 +446,7 @@ class ModelsPage(QWidget):
 
     def use(self, name: str) -> None:
         """Ask for ``name`` in the settings; the default model is stored as "" (the Settings page's default)."""
-        from engine import models
+        from sayso.engine import models
 
         value = "" if name == models.DEFAULT_MODEL else name
         self.use_requested.emit(self._current_settings().with_changes(model=value))
@@ -507,7 +507,7 @@ class ModelsPage(QWidget):
         self.models_changed.emit()
 
     def ask_remove(self, name: str) -> None:
-        from engine import models
+        from sayso.engine import models
 
         files = [m for m in models.installed() if m.name == name]
         question = f"Delete {name} ({_size(sum(m.size for m in files))}) from this computer?"
@@ -517,7 +517,7 @@ class ModelsPage(QWidget):
 
     def remove(self, name: str) -> None:
         """Delete every file of ``name``; if the settings use it, go back to the default model."""
-        from engine import models
+        from sayso.engine import models
 
         was_used = self._used(name)
         try:

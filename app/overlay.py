@@ -17,9 +17,9 @@ from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QCursor, QFontMetrics, QGuiApplication, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from app import assets
-from app.style import COLORS
-from app.widgets import LevelBars, PulseDot, format_duration
+from sayso.app import assets
+from sayso.app.style import COLORS
+from sayso.app.widgets import LevelBars, PulseDot, format_duration
 
 WIDTH = 400
 BOTTOM_MARGIN = 72

@@ -18,8 +18,8 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.coordinator import Coordinator
-from app.recorder import level_of
+from sayso.app.coordinator import Coordinator
+from sayso.app.recorder import level_of
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class ScreenshotTour(QObject):
         overlay.show_recording()
         job = self.c.files_page.job(self._job) if self._job is not None else None
         if job is not None and job.transcript is not None:
-            from engine.audio import load_audio
+            from sayso.engine.audio import load_audio
 
             pcm = load_audio(job.path)[: 16000 * 2]  # the levels of the first two seconds of speech
             for block in np.array_split(pcm, max(1, len(pcm) // 533)):  # 33 ms, as the level poll sees them

@@ -12,7 +12,7 @@ import logging
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from engine.files import write_text_atomically
+from sayso.engine.files import write_text_atomically
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import assets
-from app.hotkeys import WAYLAND_HINT, display_server, format_hotkey, parse_hotkey
-from app.recorder import RecorderError, input_devices
-from app.settings import Settings
-from app.style import COLORS
-from app.widgets import Card, NoticeBar, icon_button, label, scrolling_page
+from sayso.app import assets
+from sayso.app.hotkeys import WAYLAND_HINT, display_server, format_hotkey, parse_hotkey
+from sayso.app.recorder import RecorderError, input_devices
+from sayso.app.settings import Settings
+from sayso.app.style import COLORS
+from sayso.app.widgets import Card, NoticeBar, icon_button, label, scrolling_page
 
 LANGUAGES = [
     ("", "Detect automatically"), ("en", "English"), ("de", "German"), ("fr", "French"), ("es", "Spanish"),
@@ -48,7 +48,7 @@ _MODIFIER_KEYS = {
 
 def available_models() -> list[tuple[str, str]]:
     """(label, value) of the models to choose from: the default, then the others the engine knows."""
-    from engine import models
+    from sayso.engine import models
 
     choices = [(DEFAULT_MODEL_LABEL, "")]
     for name in models.available():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
-from app.assets import resource
+from sayso.app.assets import resource
 
 COLORS = {
     "bg": "#F6F7FB",

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import assets
-from app.style import COLORS
+from sayso.app import assets
+from sayso.app.style import COLORS
 
 
 def format_duration(seconds: float) -> str:

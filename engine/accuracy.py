@@ -1,9 +1,9 @@
 """Accuracy of our engine against transcribe.cpp on the shared clips, with the cause of every difference.
 
-    python -m engine.accuracy MODEL [--device cpu|gpu] [--json] [--vad] [--telephone] [--audio DIR]
+    python -m sayso.engine.accuracy MODEL [--device cpu|gpu] [--json] [--vad] [--telephone] [--audio DIR]
 
-For each clip of ``DIR/transcripts.tsv`` (default ``$SAYSO_SHARED/audio``, else the checkout's sibling
-``../shared/audio``) the audio (16 kHz mono from ``engine.audio.load_audio``; ``--telephone``: its
+For each clip of ``DIR/transcripts.tsv`` (default ``$SAYSO_TEST_DATA/audio``, else the clips the
+repository ships in ``tests/data/audio``) the audio (16 kHz mono from ``engine.audio.load_audio``; ``--telephone``: its
 telephone-band version, ``telephone_band``) is transcribed by our ``Engine`` and by transcribe.cpp on
 the same GGUF file. transcribe.cpp is handed exactly the PCM our engine transcribes: the pieces the
 engine cuts a clip into (``engine.segmenter``; one piece below 30 s), each run on its own and the texts
@@ -48,21 +48,21 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import models
-from engine.audio import load_audio
-from engine.backend import DeviceChoice
-from engine.cpu.ops import whisper_allowed_logits
-from engine.engine import Engine
-from engine.errors import SaysoError
-from engine.moonshine import MoonshineTranscriber
-from engine.ops import WhisperRules
-from engine.segmenter import SAMPLE_RATE, pieces
-from engine.transcript import Transcript
-from engine.wer import ErrorCount, count_errors
-from engine.whisper import WhisperTranscriber
-from engine.whisper.decode import WINDOW_SECONDS, DecodingResult, logit_rules, split_segments
-from engine.whisper.model import WhisperModel
-from engine.whisper.tokenizer import Tokenizer
+from sayso.engine import models
+from sayso.engine.audio import load_audio
+from sayso.engine.backend import DeviceChoice
+from sayso.engine.cpu.ops import whisper_allowed_logits
+from sayso.engine.engine import Engine
+from sayso.engine.errors import SaysoError
+from sayso.engine.moonshine import MoonshineTranscriber
+from sayso.engine.ops import WhisperRules
+from sayso.engine.segmenter import SAMPLE_RATE, pieces
+from sayso.engine.transcript import Transcript
+from sayso.engine.wer import ErrorCount, count_errors
+from sayso.engine.whisper import WhisperTranscriber
+from sayso.engine.whisper.decode import WINDOW_SECONDS, DecodingResult, logit_rules, split_segments
+from sayso.engine.whisper.model import WhisperModel
+from sayso.engine.whisper.tokenizer import Tokenizer
 
 NEAR_TIE_LOGITS = 1.0
 """A difference is a near-tie when the engines' leads for their own picks add up to less than this many
@@ -124,9 +124,10 @@ def their_logits_after(model_path: Path, pcm: np.ndarray, prefix: str) -> np.nda
 
 
 def default_audio_dir() -> Path:
-    """``$SAYSO_SHARED/audio``, else ``../shared/audio`` beside this checkout."""
-    shared = os.environ.get("SAYSO_SHARED")
-    return (Path(shared) if shared else Path(__file__).resolve().parents[1].parent / "shared") / "audio"
+    """``$SAYSO_TEST_DATA/audio``, else ``tests/data/audio`` of the checkout this runs from (the tests'
+    data: see ``tests/conftest.py``)."""
+    data = os.environ.get("SAYSO_TEST_DATA")
+    return Path(data) / "audio" if data else Path.cwd() / "tests" / "data" / "audio"
 
 
 @dataclass(frozen=True)
@@ -484,7 +485,7 @@ def main() -> None:
     parser.add_argument("--telephone", action="store_true", help="both engines hear each clip's telephone-band "
                         "version (8 kHz, 300-3400 Hz, back to 16 kHz)")
     parser.add_argument("--audio", type=Path, default=None, help="folder holding transcripts.tsv "
-                        "(default: $SAYSO_SHARED/audio, else ../shared/audio beside the checkout)")
+                        "(default: $SAYSO_TEST_DATA/audio, else tests/data/audio)")
     args = parser.parse_args()
     audio_dir = args.audio or default_audio_dir()
     evaluator = Evaluator(args.model, args.device, vad=args.vad, transform=telephone_band if args.telephone else None)

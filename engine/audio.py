@@ -17,7 +17,7 @@ import numpy as np
 import soundfile
 import soxr
 
-from engine.errors import AudioError
+from sayso.engine.errors import AudioError
 
 log = logging.getLogger(__name__)
 

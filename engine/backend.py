@@ -11,8 +11,8 @@ import importlib
 import logging
 from typing import Literal
 
-from engine.errors import GpuError, SaysoError
-from engine.ops import Ops
+from sayso.engine.errors import GpuError, SaysoError
+from sayso.engine.ops import Ops
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def import_gpu_backend(device: DeviceChoice, part: Literal["device", "ops"]) -> 
     if device == "cpu":
         return
     try:
-        importlib.import_module("engine.gpu" if part == "device" else "engine.gpu.ops")
+        importlib.import_module("sayso.engine.gpu" if part == "device" else "sayso.engine.gpu.ops")
     except Exception:  # noqa: BLE001 - make_ops's own import raises it again, where it is handled
         pass
 
@@ -42,12 +42,12 @@ def make_ops(device: DeviceChoice = "auto") -> Ops:
         raise SaysoError(f"Unknown device {device!r}: use auto, gpu or cpu.")
     if device == "cpu":
         return numpy_fallback("--device cpu was asked for")
-    from engine.files import cache_dir
-    from engine.gpu import Device
+    from sayso.engine.files import cache_dir
+    from sayso.engine.gpu import Device
 
     try:
         gpu = Device()
-        from engine.gpu import GpuOps  # imported meanwhile by the caller, if it could (Engine does)
+        from sayso.engine.gpu import GpuOps  # imported meanwhile by the caller, if it could (Engine does)
 
         ops = GpuOps(gpu, kernels_dir=cache_dir() / "kernels")
     except GpuError as error:
@@ -64,7 +64,7 @@ def make_ops(device: DeviceChoice = "auto") -> Ops:
 
 def numpy_fallback(reason: str) -> Ops:
     """The numpy backend, with a log line that says why the GPU isn't used."""
-    from engine.cpu.ops import NumpyOps
+    from sayso.engine.cpu.ops import NumpyOps
 
     log.warning("Using the CPU backend (numpy): %s.", reason)
     return NumpyOps()

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from engine.stream import FEED_SECONDS
+from sayso.engine.stream import FEED_SECONDS
 
 SAMPLE_RATE = 16000
 ENGINES = ("sayso-gpu", "sayso-cpu", "transcribe-cpp-vulkan", "transcribe-cpp-cpu", "faster-whisper-cpu")
@@ -27,7 +27,7 @@ ENGINES = ("sayso-gpu", "sayso-cpu", "transcribe-cpp-vulkan", "transcribe-cpp-cp
 def _open(engine: str, model: str):
     """Load ``engine`` with ``model``; returns (transcribe function, one-line description)."""
     if engine.startswith("sayso-"):
-        from engine.engine import Engine
+        from sayso.engine.engine import Engine
 
         ours = Engine(model, device=engine.removeprefix("sayso-"))
         return (lambda pcm: ours.transcribe(pcm).text), ours.describe()
@@ -51,9 +51,9 @@ def _open_faster_whisper(model: str):
     import ctranslate2
     from faster_whisper import WhisperModel
 
-    from engine.gguf.reader import ModelFile
-    from engine.files import cache_dir
-    from engine.models import PYPI_MODELS
+    from sayso.engine.gguf.reader import ModelFile
+    from sayso.engine.files import cache_dir
+    from sayso.engine.models import PYPI_MODELS
 
     variant = str(ModelFile(model).metadata.get("stt.variant", ""))
     if not variant.startswith("whisper") or variant not in PYPI_MODELS:
@@ -70,7 +70,7 @@ def _open_faster_whisper(model: str):
 
 def measure(engine: str, model: str, file: str, runs: int = 5) -> dict:
     """Load time, first call, warm median over ``runs``, realtime factor and peak RSS, in this process."""
-    from engine.audio import load_audio
+    from sayso.engine.audio import load_audio
 
     pcm = load_audio(file)
     start = time.perf_counter()
@@ -102,8 +102,8 @@ def measure_stream(model: str, file: str, device: str = "cpu", chunk_seconds: fl
     (each once the wall clock has reached its end), then ``finish`` at the moment the last chunk was
     due, the key-up. ``finish_ms``: key-up to final text. ``offline_ms``: the warm median over ``runs``
     of transcribing the same audio at once, what the key-up would cost without streaming."""
-    from engine.audio import load_audio
-    from engine.engine import Engine
+    from sayso.engine.audio import load_audio
+    from sayso.engine.engine import Engine
 
     pcm = load_audio(file)
     engine = Engine(model, device=device)
@@ -146,8 +146,8 @@ def measure_kernels(model: str, file: str) -> dict:
     (``engine.gpu.profile``) and their sum, ``busy_ms``, beside a normal warm run's wall time,
     ``warm_ms``; ``host_ms``, their difference, is Python, the driver and waiting on read-backs, and
     ``host_ms_per_token`` that over the tokens emitted."""
-    from engine.audio import load_audio
-    from engine.engine import Engine
+    from sayso.engine.audio import load_audio
+    from sayso.engine.engine import Engine
 
     pcm = load_audio(file)
     engine = Engine(model, device="gpu")
@@ -183,7 +183,7 @@ def compare(model: str, file: str, engines=ENGINES, runs: int = 5) -> list[dict]
     results = []
     for engine in engines:
         child = subprocess.run(
-            [sys.executable, "-m", "engine.bench", engine, model, file, "--runs", str(runs)],
+            [sys.executable, "-m", "sayso.engine.bench", engine, model, file, "--runs", str(runs)],
             capture_output=True, text=True,
         )
         lines = [line for line in child.stdout.splitlines() if line.startswith("{")]

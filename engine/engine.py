@@ -19,17 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import audio, families, heap, models
-from engine.background import in_background
-from engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
-from engine.cpu.ops import blas_threads
-from engine.silero import SileroModel
-from engine.vad import ONSET_MARGIN, PAUSE_SECONDS, Span, Vad
-from engine.errors import AudioError, DeviceOpenError, ModelFileError, NonFiniteOutput, SaysoError
-from engine.gguf.reader import ModelFile
-from engine.options import check_options
-from engine.segmenter import SAMPLE_RATE, pieces
-from engine.transcript import Segment, Transcript, not_before
+from sayso.engine import audio, families, heap, models
+from sayso.engine.background import in_background
+from sayso.engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
+from sayso.engine.cpu.ops import blas_threads
+from sayso.engine.silero import SileroModel
+from sayso.engine.vad import ONSET_MARGIN, PAUSE_SECONDS, Span, Vad
+from sayso.engine.errors import AudioError, DeviceOpenError, ModelFileError, NonFiniteOutput, SaysoError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.options import check_options
+from sayso.engine.segmenter import SAMPLE_RATE, pieces
+from sayso.engine.transcript import Segment, Transcript, not_before
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +103,10 @@ class Engine:
 
     @staticmethod
     def _load_vad(notify) -> SileroModel | None:
-        """Silero VAD, or None with a warning when its model can't be had (first start offline):
+        """Silero VAD, or None with a warning when its model file can't be read (a damaged install):
         transcription still works, it just hears the silences too."""
         try:
-            return SileroModel.shared((lambda fraction, message: notify(message)) if notify else None)
+            return SileroModel.shared()
         except SaysoError as error:
             message = f"Voice activity detection is off: {error}"
             log.warning(message)
@@ -140,7 +140,7 @@ class Engine:
                partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
         """A ``StreamSession`` for a dictation: feed it audio as it is recorded, read the text so far,
         and ``finish`` it for exactly what ``transcribe`` gives on the whole recording."""
-        from engine.stream import StreamSession
+        from sayso.engine.stream import StreamSession
 
         self.check_options(language, task)
         return StreamSession(self, language, task, prompt, partials=partials, background=background, pause=pause)

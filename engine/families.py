@@ -18,15 +18,15 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops
 
 FAMILIES = {
-    "whisper": "engine.whisper",
-    "moonshine": "engine.moonshine",
-    "parakeet": "engine.parakeet",
-    "gigaam": "engine.gigaam",
+    "whisper": "sayso.engine.whisper",
+    "moonshine": "sayso.engine.moonshine",
+    "parakeet": "sayso.engine.parakeet",
+    "gigaam": "sayso.engine.gigaam",
 }
 """general.architecture -> package that loads it."""
 

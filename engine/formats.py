@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from engine.transcript import Segment, Transcript
+from sayso.engine.transcript import Segment, Transcript
 
 FORMATS = ("txt", "json", "srt", "vtt")
 

@@ -8,8 +8,8 @@ takes the Q8_0 file, the quantization its kernels run.
 Files live in the hub's cache layout (``$HF_HUB_CACHE``, by default ``~/.cache/huggingface/hub``),
 so a model fetched with ``hf download`` is found here and one pulled here is listed by ``hf cache``.
 
-A pull moves the bytes itself, through huggingface_hub's ``http_get`` (Range requests, retries when
-the connection drops), rather than calling ``hf_hub_download`` for the transfer, for two reasons:
+A pull moves the bytes itself (``engine.download``: huggingface_hub's ``http_get``, Range requests,
+retries when the connection drops), rather than calling ``hf_hub_download`` for the transfer, for two reasons:
 the partial file survives an interrupted pull (the app quit, the laptop slept) so the next pull
 continues where it stopped, which huggingface_hub 2.x doesn't do (it deletes its partial files on
 failure); and the sha256 the hub publishes is checked before the file enters the cache, so a
@@ -19,9 +19,7 @@ finished blob into the snapshot folder and records the ref, exactly as it does f
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,19 +34,17 @@ from huggingface_hub import (
     try_to_load_from_cache,
 )
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-from huggingface_hub.file_download import http_get, repo_folder_name
+from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import WeakFileLock, build_hf_headers
 
-from engine.convert.whisper import Progress
-from engine.errors import SaysoError
+from sayso.engine.convert.whisper import Progress
+from sayso.engine.download import MIN_FREE_BYTES, digest, resume
+from sayso.engine.errors import SaysoError
 
 log = logging.getLogger(__name__)
 
 ORGANIZATION = "handy-computer"
 QUANT = "Q8_0"
-MIN_FREE_BYTES = 200 * 2**20
-"""Space a pull leaves free on the cache's disk: a full disk breaks the rest of the desktop."""
-_HASH_BLOCK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,7 @@ class HubModel:
     @property
     def runs(self) -> bool:
         """Whether this version of Sayso has the family's transcriber (see ``engine.families``)."""
-        from engine.families import FAMILIES
+        from sayso.engine.families import FAMILIES
 
         return self.family in FAMILIES
 
@@ -101,13 +97,6 @@ CATALOG: dict[str, HubModel] = {
     )
 }
 """Short name -> model, from the download tables of transcribe.cpp's docs/models/*.md."""
-
-
-class DownloadCancelled(SaysoError):
-    """The caller set the ``cancel`` event; the part already downloaded is kept for the next pull."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Download of {name} cancelled. Pull it again to continue where it stopped.")
 
 
 def cache_dir() -> Path:
@@ -163,7 +152,8 @@ def pull(name: str, progress: Progress | None = None, cancel: threading.Event | 
         partial = blobs / f"{etag}.incomplete"
         with WeakFileLock(_lock_path(model, etag)):  # a second pull (or `hf download`) of the file waits here
             if not blob.is_file():
-                _download(model, url, size, partial, report, cancel, min_free)
+                resume(url, size, partial, model.name, report, cancel, _unreachable,
+                       ", or set HF_HUB_CACHE to a disk with more room", min_free, build_hf_headers(token=False))
                 report(1.0, f"Checking {name}")
                 _verify(model, partial, etag)
                 partial.replace(blob)
@@ -234,80 +224,15 @@ def _unreachable(error: Exception) -> SaysoError:
     )
 
 
-def _download(model: HubModel, url: str, size: int, partial: Path, report: Progress,
-              cancel: threading.Event | None, min_free: int) -> None:
-    """Fetch the bytes of ``url`` that ``partial`` lacks, appending to it (it is ``size`` bytes when done)."""
-    have = partial.stat().st_size if partial.exists() else 0
-    if have > size:  # not a prefix of this file (the server's file changed): start over
-        partial.unlink()
-        have = 0
-    _check_space(model, size - have, partial.parent, min_free)
-    if have:
-        log.info("Resuming %s at %d of %d bytes", model.filename, have, size)
-    bar = _progress_bar(model.name, report, cancel)
-    try:
-        with partial.open("ab") as out:
-            http_get(url, out, resume_size=have, headers=build_hf_headers(token=False), expected_size=size,
-                     tqdm_class=bar)  # fmt: skip
-    except (httpx2.TransportError, HfHubHTTPError) as error:
-        raise _unreachable(error) from None
-    except OSError as error:  # http_get's size check, or the disk
-        raise SaysoError(f"Downloading {model.name} failed: {error}. Pull it again to continue.") from None
-
-
-def _progress_bar(name: str, report: Progress, cancel: threading.Event | None):
-    """A tqdm stand-in for ``http_get`` that forwards its counts to ``report`` and honours ``cancel``."""
-
-    class Bar:
-        def __init__(self, total: int | None = None, initial: int = 0, **_):
-            self.total, self.done = total, initial
-            self._report()
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc) -> None:
-            return None
-
-        def update(self, count: int) -> None:
-            if cancel is not None and cancel.is_set():
-                raise DownloadCancelled(name)
-            self.done += count
-            self._report()
-
-        def _report(self) -> None:
-            if self.total:
-                report(min(1.0, self.done / self.total), f"Downloading {name}: {_mb(self.done)} of {_mb(self.total)}")
-
-    return Bar
-
-
-def _check_space(model: HubModel, needed: int, folder: Path, min_free: int) -> None:
-    free = shutil.disk_usage(folder).free
-    if free - needed < min_free:
-        raise SaysoError(
-            f"Not enough disk space for {model.name}: it needs {_mb(needed)} in {folder} and {_mb(min_free)} should "
-            f"stay free, but only {_mb(free)} is free. Free some space, or set HF_HUB_CACHE to a disk with more room."
-        )
-
-
 def _verify(model: HubModel, path: Path, etag: str) -> None:
     """Compare the file with the hub's etag: the sha256 for LFS files, the git blob sha1 for the others."""
     if len(etag) == 64:
-        digest = hashlib.sha256()
+        found = digest(path)
     else:
-        digest = hashlib.sha1()
-        digest.update(f"blob {path.stat().st_size}\0".encode())
-    with path.open("rb") as data:
-        while block := data.read(_HASH_BLOCK):
-            digest.update(block)
-    if digest.hexdigest() != etag:
+        found = digest(path, "sha1", f"blob {path.stat().st_size}\0".encode())
+    if found != etag:
         path.unlink()
         raise SaysoError(
-            f"The download of {model.name} is damaged (checksum {digest.hexdigest()[:12]}…, expected {etag[:12]}…) "
+            f"The download of {model.name} is damaged (checksum {found[:12]}…, expected {etag[:12]}…) "
             "and was deleted. Pull it again; if it happens again, the network or a proxy is altering the file."
         )
-
-
-def _mb(count: int) -> str:
-    return f"{count / 1e6:.0f} MB" if count >= 1e6 else f"{count / 1e6:.1f} MB"

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import ModelFileError
-from engine.ops import Ops, RowNorm, Tensor, WeightSource
+from sayso.engine.errors import ModelFileError
+from sayso.engine.ops import Ops, RowNorm, Tensor, WeightSource
 
 
 @dataclass

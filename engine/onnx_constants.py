@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import ModelFileError
+from sayso.engine.errors import ModelFileError
 
 # TensorProto.DataType -> numpy little-endian type (the ones a model's weights and shapes use)
 _DTYPES = {1: "<f4", 6: "<i4", 7: "<i8", 10: "<f2", 11: "<f8"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.errors import SaysoError
+from sayso.engine.errors import SaysoError
 
 TASKS = ("transcribe", "translate")
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.cpu.ops import sigmoid
-from engine.errors import ModelFileError
-from engine.onnx_constants import constants
+from sayso.engine.cpu.ops import sigmoid
+from sayso.engine.errors import ModelFileError
+from sayso.engine.onnx_constants import constants
 
 WINDOW = 512  # samples per probability
 CONTEXT = 64  # samples of the previous window seen before each window
@@ -73,13 +73,13 @@ class SileroModel:
         self.b_out = float(weights["decoder.decoder.2.bias"].reshape(-1)[0])
 
     @classmethod
-    def shared(cls, progress=None) -> SileroModel:
-        """The process's model, loaded (and if need be fetched) on first use."""
-        from engine.vad import model_path
+    def shared(cls) -> SileroModel:
+        """The process's model, loaded on first use."""
+        from sayso.engine.vad import model_path
 
         with cls._lock:
             if cls._shared is None:
-                cls._shared = cls(model_path(progress))
+                cls._shared = cls(model_path())
             return cls._shared
 
     def run(self, windows: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

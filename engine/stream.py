@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from engine import audio
-from engine.errors import Interrupted, SaysoError
-from engine.segmenter import SAMPLE_RATE, Cutter
-from engine.transcript import Segment, Transcript
-from engine.vad import PAUSE_SECONDS, Span, Vad, VadStatus
+from sayso.engine import audio
+from sayso.engine.errors import Interrupted, SaysoError
+from sayso.engine.segmenter import SAMPLE_RATE, Cutter
+from sayso.engine.transcript import Segment, Transcript
+from sayso.engine.vad import PAUSE_SECONDS, Span, Vad, VadStatus
 
 log = logging.getLogger(__name__)
 

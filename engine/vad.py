@@ -18,12 +18,11 @@ before the first word. So the span also says where the speech began (``Span.spee
 moves any time before ``ONSET_MARGIN`` ahead of it there. Hearing the piece to its end costs a live
 dictation its early final pass (``engine.stream``).
 
-The model is the ONNX file from the ``silero-vad`` package on PyPI. That package depends on PyTorch,
-which Sayso doesn't need, so the wheel is fetched on its own with pip (``download_wheel``, no
-dependencies) into Sayso's cache folder and only the ONNX file is kept; ``engine.silero`` runs its
-network in numpy with the file's weights. It reads 512 samples (32 ms at 16 kHz) at a time, with the
-64 samples before them as context and a recurrent state carried from window to window, and gives the
-probability that the window holds speech.
+The model is the ONNX file of the ``silero-vad`` package on PyPI (MIT licence), shipped in Sayso's own
+package (``sayso.resources``, with its licence) rather than installed with that package, which
+depends on PyTorch; ``engine.silero`` runs its network in numpy with the file's weights. It reads 512
+samples (32 ms at 16 kHz) at a time, with the 64 samples before them as context and a recurrent state
+carried from window to window, and gives the probability that the window holds speech.
 
 Windows are turned into speech segments as Silero's ``get_speech_timestamps`` does (hysteresis between
 two thresholds, short blips dropped). The same ``Vad`` object serves a whole file and a live stream:
@@ -39,8 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine.errors import SaysoError
-from engine.silero import CONTEXT, STATE_SHAPE, WINDOW, SileroModel
+from sayso.engine.silero import CONTEXT, STATE_SHAPE, WINDOW, SileroModel
 
 SAMPLE_RATE = 16000
 THRESHOLD = 0.5  # a window at or above this starts speech
@@ -51,8 +49,8 @@ CONTEXT_BEFORE = 32000  # samples (2 s) the model hears before the first speech 
 ONSET_MARGIN = 0.5  # seconds a soft first word can begin before Silero's first speech window
 PAUSE_SECONDS = 0.8  # hands-free dictation stops after this long a pause
 
-PACKAGE, VERSION = "silero-vad", "6.2.3"
-MODEL_MEMBER = "silero_vad/data/silero_vad.onnx"
+MODEL_FILE = "silero_vad.onnx"
+"""In ``sayso.resources``: ``silero_vad/data/silero_vad.onnx`` of the ``silero-vad`` 6.2.3 wheel."""
 MODEL_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
 
 
@@ -73,54 +71,11 @@ class VadStatus:
     ended: bool
 
 
-def model_path(progress=None) -> Path:
-    """Silero's ONNX file: from an installed ``silero_vad`` package, else the one fetched into Sayso's
-    cache folder, else fetched now from PyPI (the wheel, about 11 MB, is deleted once unpacked).
+def model_path() -> Path:
+    """Silero's ONNX file, as Sayso's package ships it."""
+    import importlib.resources
 
-    The cache (``$XDG_CACHE_HOME/sayso``, else ``~/.cache/sayso``) holds what can be fetched again, so
-    several data folders (a test's, a second profile's) share one copy and ``setup.sh`` can fetch it
-    ahead of an offline first start."""
-    from importlib.util import find_spec
-
-    spec = find_spec("silero_vad")  # found without importing it: its __init__ imports torch
-    if spec is not None and spec.submodule_search_locations:
-        installed = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
-        if installed.is_file():
-            return installed
-    from engine.files import cache_dir
-
-    path = cache_dir() / "vad" / f"silero_vad-{VERSION}.onnx"
-    if not path.is_file():
-        _fetch(path, progress)
-    return path
-
-
-def _fetch(path: Path, progress) -> None:
-    import hashlib  # here, not at the top: OpenSSL's library costs every start 3 MB
-    import shutil
-    import uuid
-    import zipfile
-
-    from engine.convert.pypi import download_wheel
-
-    if progress is not None:
-        progress(0.0, f"Downloading {PACKAGE} {VERSION} (voice activity detection)")
-    work = path.parent / f".{uuid.uuid4().hex[:12]}.partial"
-    try:
-        wheel = download_wheel(PACKAGE, VERSION, work)
-        try:
-            with zipfile.ZipFile(wheel) as archive:
-                data = archive.read(MODEL_MEMBER)
-        except (zipfile.BadZipFile, KeyError) as error:
-            raise SaysoError(f"{wheel.name} holds no usable {MODEL_MEMBER} ({error}). Try again.") from None
-        if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
-            raise SaysoError(f"{MODEL_MEMBER} in {wheel.name} is not the expected file. Try again.")
-        (work / path.name).write_bytes(data)
-        (work / path.name).replace(path)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if progress is not None:
-        progress(1.0, "Voice activity detection ready")
+    return Path(importlib.resources.files("sayso.resources")) / MODEL_FILE
 
 
 class Vad:

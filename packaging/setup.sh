@@ -32,6 +32,4 @@ fi
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -c packaging/constraints.txt -e ".${extras}"
-# Fetch what the first start would otherwise download (the voice activity model), so that it works offline.
-.venv/bin/python -c "from engine.vad import model_path; model_path()" || echo "Voice activity model not fetched: the app will try again on first start."
 echo "Sayso is set up: run .venv/bin/sayso"

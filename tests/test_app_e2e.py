@@ -19,12 +19,11 @@ from e2e.fixtures import desktop, system_tray  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
-from conftest import JFK_WORDS, SHARED, reference_words, words  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, needs_clips, reference_words, words  # noqa: E402
 
-MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-JFK = SHARED / "audio" / "jfk.wav"
-BECKETT = SHARED / "audio" / "beckett.wav"
-BECKETT_WORDS = reference_words("beckett.wav")
+MODEL = TINY_EN_GGUF
+JFK = AUDIO / "jfk.wav"
+BECKETT = AUDIO / "beckett.wav"
 
 
 def xdotool(*args: str) -> None:
@@ -84,6 +83,7 @@ def test_hold_to_talk_pastes_into_another_app(sayso, desktop, windows):
     assert rate == 16000 and len(recorded) / rate >= 11.0  # pre-roll and tail included
 
 
+@needs_clips("beckett.wav")
 def test_toggle_from_a_desktop_shortcut_types_into_a_terminal(sayso, desktop, tmp_path):
     out = tmp_path / "typed.txt"
     title = "sayso-e2e-terminal"
@@ -102,7 +102,7 @@ def test_toggle_from_a_desktop_shortcut_types_into_a_terminal(sayso, desktop, tm
         while not (out.exists() and "better" in out.read_text()) and time.time() < deadline:
             time.sleep(0.05)
         print(f"\n`sayso --toggle` to text (typed into xterm, 10 s of speech): {(time.time() - toggled) * 1000:.0f} ms")
-        assert words(out.read_text()) == BECKETT_WORDS
+        assert words(out.read_text()) == reference_words("beckett.wav")
         sayso.wait_for_log(r"delivered \d+ characters by type", timeout=30)  # a terminal gets typed text
     finally:
         terminal.kill()

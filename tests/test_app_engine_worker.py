@@ -11,13 +11,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 
-from app.engine_worker import PRIORITY_DICTATION, EngineClient  # noqa: E402
+from sayso.app.engine_worker import PRIORITY_DICTATION, EngineClient  # noqa: E402
 
-from conftest import JFK_WORDS, SHARED, wait_for, words  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, needs_clips, wait_for, words  # noqa: E402
 
-MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-JFK = SHARED / "audio" / "jfk.wav"
-LECTURE = SHARED / "audio" / "lecture-60s.wav"
+MODEL = TINY_EN_GGUF
+JFK = AUDIO / "jfk.wav"
+LECTURE = AUDIO / "lecture-60s.wav"
 
 
 class Recorder:
@@ -94,6 +94,7 @@ def test_cancelling_a_queued_file_is_immediate(client):
     assert (queued,) not in seen.of("started")
 
 
+@needs_clips("lecture-60s.wav")
 def test_cancelling_a_running_file_stops_it(client):
     job = client.submit_file(LECTURE)  # 60 s: two of Whisper's 30 s windows, cancelled between them
     wait_for(client.started, condition=lambda j: j == job)
@@ -147,8 +148,9 @@ def test_a_take_is_finished_by_its_stream_session(client):
     assert transcript == expected and words(transcript.text) == JFK_WORDS
 
 
+@needs_clips("commands/goforward.wav")
 def test_hands_free_take_ends_when_the_speaker_pauses(client):
-    pcm, _ = soundfile.read(SHARED / "audio" / "commands" / "goforward.wav", dtype="float32")
+    pcm, _ = soundfile.read(AUDIO / "commands" / "goforward.wav", dtype="float32")
     sink = client.begin_take(language="en", partials=False)
     take = client.take_id
     for start in range(0, len(pcm), 1600):

@@ -12,12 +12,12 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDropEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.coordinator import Coordinator  # noqa: E402
+from sayso.app.coordinator import Coordinator  # noqa: E402
 
-from conftest import SHARED  # noqa: E402
+from conftest import AUDIO, TINY_EN_GGUF  # noqa: E402
 
-MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-JFK = SHARED / "audio" / "jfk.wav"
+MODEL = TINY_EN_GGUF
+JFK = AUDIO / "jfk.wav"
 TIMESTAMP = r"(\d\d):(\d\d):(\d\d),(\d\d\d)"
 
 

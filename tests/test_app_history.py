@@ -5,13 +5,13 @@ import sqlite3
 import numpy as np
 import soundfile
 
-from app.history import History
+from sayso.app.history import History
 
-from conftest import SHARED
+from conftest import AUDIO
 
 
 def _speech() -> np.ndarray:
-    pcm, rate = soundfile.read(SHARED / "audio" / "jfk.wav", dtype="float32")
+    pcm, rate = soundfile.read(AUDIO / "jfk.wav", dtype="float32")
     assert rate == 16000
     return pcm
 

@@ -9,7 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from conftest import cli_env  # noqa: E402
 
-from app.instance import InstanceServer, send_command, server_name  # noqa: E402
+from sayso.app.instance import InstanceServer, send_command, server_name  # noqa: E402
 
 
 def test_commands_reach_the_running_instance(qtbot, tmp_path):
@@ -33,7 +33,7 @@ def test_toggle_command_reaches_the_app_without_loading_the_engine(qtbot, tmp_pa
     assert server.listen()
     try:
         with qtbot.waitSignal(server.command, timeout=20_000) as received:
-            toggle = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "app.cli", "--toggle"],
+            toggle = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "sayso", "--toggle"],
                                       env=cli_env(tmp_path), stderr=subprocess.PIPE, text=True)
         assert received.args == ["toggle"]
         imports = toggle.communicate(timeout=20)[1]
@@ -42,8 +42,8 @@ def test_toggle_command_reaches_the_app_without_loading_the_engine(qtbot, tmp_pa
         server.close()
     imported = {line.rpartition("|")[2].strip() for line in imports.splitlines() if line.startswith("import time:")}
     assert "PySide6.QtNetwork" in imported
-    assert {m for m in imported if m.split(".")[0] in ("numpy", "wgpu", "engine")} <= {"engine", "engine.errors",
-                                                                                          "engine.models"}
+    engine_or_numerics = {m for m in imported if m.split(".")[0] in ("numpy", "wgpu") or m.startswith("sayso.engine")}
+    assert engine_or_numerics <= {"sayso.engine", "sayso.engine.errors", "sayso.engine.models"}
 
 
 def test_files_opened_with_sayso_reach_the_running_app(qtbot, tmp_path):
@@ -56,7 +56,7 @@ def test_files_opened_with_sayso_reach_the_running_app(qtbot, tmp_path):
     received = []
     server.command.connect(received.append)
     try:
-        opened = subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, files)], env=cli_env(tmp_path),
+        opened = subprocess.Popen([sys.executable, "-m", "sayso", *map(str, files)], env=cli_env(tmp_path),
                                   stdout=subprocess.PIPE, text=True)
         qtbot.waitUntil(lambda: len(received) == 2, timeout=20_000)
         assert "Files page" in opened.communicate(timeout=20)[0] and opened.returncode == 0

@@ -12,16 +12,17 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtGui import QImage  # noqa: E402
 
+from conftest import AUDIO, TINY_EN_GGUF  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-JFK = SHARED / "audio" / "jfk.wav"
+MODEL = TINY_EN_GGUF
+JFK = AUDIO / "jfk.wav"
 
 
 def _run(tmp_path, *args, timeout=600):
     env = {**os.environ, "SAYSO_DATA_DIR": str(tmp_path / "data"), "QT_QPA_PLATFORM": "offscreen"}
     return subprocess.run(
-        [sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "sayso", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

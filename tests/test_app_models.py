@@ -13,15 +13,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QPushButton  # noqa: E402
 
-from app.coordinator import Coordinator  # noqa: E402
-from app.models_view import ModelsPage  # noqa: E402
-from app.settings import Settings  # noqa: E402
+from sayso.app.coordinator import Coordinator  # noqa: E402
+from sayso.app.models_view import ModelsPage  # noqa: E402
+from sayso.app.settings import Settings  # noqa: E402
 from e2e.fake_hub import CHUNK, fake_hub, gguf_bytes  # noqa: E402, F401 - fixtures
-from engine import hub, models  # noqa: E402
+from sayso.engine import hub, models  # noqa: E402
 
-from conftest import SHARED  # noqa: E402
+from conftest import TINY_EN_GGUF  # noqa: E402
 
-REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+REFERENCE = TINY_EN_GGUF
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def test_use_this_model_saves_it_and_the_engine_loads_it(qtbot, fake_hub, tmp_pa
         page = c.window.pages["models"]
         c.window.show_page("models")
         page.refresh()
-        assert page.rows["whisper-tiny.en.transcribe-cpp"].in_use  # the file chosen in the settings
+        assert page.rows[REFERENCE.stem].in_use  # the file chosen in the settings
         with qtbot.waitSignal(page.models_changed, timeout=60_000):
             button(page.rows["whisper-tiny"], "Download").click()
         assert c.settings_page.model.findData("whisper-tiny") >= 0  # the Settings page's list knows it now
@@ -191,7 +191,7 @@ def test_use_this_model_saves_it_and_the_engine_loads_it(qtbot, fake_hub, tmp_pa
         assert c.settings.model == "whisper-tiny" and c.settings.device == "cpu"
         assert json.loads((data / "settings.json").read_text())["model"] == "whisper-tiny"
         assert c.settings_page.model.currentData() == "whisper-tiny"
-        assert page.rows["whisper-tiny"].in_use and "whisper-tiny.en.transcribe-cpp" not in page.rows
+        assert page.rows["whisper-tiny"].in_use and REFERENCE.stem not in page.rows
         assert c.client.ready
     finally:
         c.shutdown()

@@ -16,10 +16,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop, portal, session_bus  # noqa: E402, F401
 
-from conftest import JFK_WORDS, SHARED, words  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
 
-MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-JFK = SHARED / "audio" / "jfk.wav"
+MODEL = TINY_EN_GGUF
+JFK = AUDIO / "jfk.wav"
 
 
 def test_hold_to_talk_through_the_portal(desktop, portal, tmp_path):

@@ -10,13 +10,13 @@ import soundfile
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app.cues import CuePlayer  # noqa: E402
-from app.recorder import Recorder, level_of, rescan_devices  # noqa: E402
+from sayso.app.cues import CuePlayer  # noqa: E402
+from sayso.app.recorder import Recorder, level_of, rescan_devices  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
-from conftest import SHARED  # noqa: E402
+from conftest import AUDIO  # noqa: E402
 
-JFK = SHARED / "audio" / "jfk.wav"
+JFK = AUDIO / "jfk.wav"
 
 
 def test_level_scale():

@@ -2,7 +2,7 @@
 
 import json
 
-from app.settings import Settings, SettingsStore
+from sayso.app.settings import Settings, SettingsStore
 
 
 def test_defaults_when_there_is_no_file(tmp_path):
@@ -45,8 +45,8 @@ def test_vocabulary_becomes_the_prompt():
 def test_settings_and_log_follow_the_xdg_folders(tmp_path, monkeypatch):
     """The default data folder: settings in $XDG_CONFIG_HOME (moved there from where earlier versions
     kept them), the log in $XDG_STATE_HOME. A data folder of its own keeps both."""
-    from app.locations import log_file, settings_file
-    from engine.models import data_dir
+    from sayso.app.locations import log_file, settings_file
+    from sayso.engine.models import data_dir
 
     monkeypatch.delenv("SAYSO_DATA_DIR", raising=False)
     for variable in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):

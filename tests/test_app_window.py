@@ -13,16 +13,16 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 
-from app.coordinator import Coordinator  # noqa: E402
-from app.main import run_command  # noqa: E402
-from app.overlay import Overlay  # noqa: E402
-from app.settings import Settings  # noqa: E402
+from sayso.app.coordinator import Coordinator  # noqa: E402
+from sayso.app.main import run_command  # noqa: E402
+from sayso.app.overlay import Overlay  # noqa: E402
+from sayso.app.settings import Settings  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
-from conftest import SHARED, words  # noqa: E402
+from conftest import AUDIO, TINY_EN_GGUF, words  # noqa: E402
 
-MODEL = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-JFK = SHARED / "audio" / "jfk.wav"
+MODEL = TINY_EN_GGUF
+JFK = AUDIO / "jfk.wav"
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pytest
 import soundfile
 import soxr
 
-from conftest import AUDIO
-from engine.audio import duration, load_audio, save_wav, stream_audio
-from engine.errors import AudioError
+from conftest import AUDIO, needs_clips
+from sayso.engine.audio import duration, load_audio, save_wav, stream_audio
+from sayso.engine.errors import AudioError
 
 JFK = AUDIO / "jfk.wav"
 TWO_CITIES = AUDIO / "two_cities.wav"  # 48 kHz
@@ -78,6 +78,7 @@ def test_wav_at_16k_is_read_as_is(jfk):
     assert duration(JFK) == 11.0
 
 
+@needs_clips("two_cities.wav")
 def test_48khz_wav_is_resampled():
     raw, rate = soundfile.read(TWO_CITIES, dtype="float32")
     pcm = load_audio(TWO_CITIES)
@@ -120,6 +121,7 @@ def test_audio_track_of_a_video(files, jfk):
     assert duration(files / "talk.mp4") == pytest.approx(11.0, abs=0.1)
 
 
+@needs_clips("two_cities.wav")
 def test_stream_yields_fixed_chunks_equal_to_whole_file(files):
     chunks = list(stream_audio(TWO_CITIES, chunk_seconds=10.0))
     assert [len(c) for c in chunks[:-1]] == [160000] * 4 and 0 < len(chunks[-1]) <= 160000
@@ -129,6 +131,7 @@ def test_stream_yields_fixed_chunks_equal_to_whole_file(files):
     assert np.array_equal(streamed_m4a, load_audio(files / "stereo.m4a"))
 
 
+@needs_clips("two_cities.wav")
 def test_stream_can_stop_early():
     stream = stream_audio(TWO_CITIES, chunk_seconds=1.0)
     assert len(next(stream)) == 16000

@@ -24,11 +24,11 @@ import pytest
 import soundfile
 import soxr
 
-from conftest import AUDIO, REFERENCE_GGUF
-from engine.audio import load_audio
-from engine.engine import Engine
-from engine.errors import AudioError
-from engine.wer import count_errors
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from sayso.engine.audio import load_audio
+from sayso.engine.engine import Engine
+from sayso.engine.errors import AudioError
+from sayso.engine.wer import count_errors
 
 JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
 
@@ -40,7 +40,7 @@ def wer(reference: str, text: str) -> float:
 
 @pytest.fixture(scope="module")
 def engine():
-    engine = Engine(REFERENCE_GGUF, device="cpu")
+    engine = Engine(TINY_EN_GGUF, device="cpu")
     yield engine
     engine.close()
 
@@ -69,7 +69,7 @@ def test_8khz_telephone_audio(engine, jfk, tmp_path):
 
     soundfile.write(tmp_path / "8k.wav", soxr.resample(jfk, 16000, 8000), 8000)
     text = engine.transcribe_file(tmp_path / "8k.wav").text
-    assert text == transcribe_cpp.Model(str(REFERENCE_GGUF)).session().run(load_audio(tmp_path / "8k.wav")).text
+    assert text == transcribe_cpp.Model(str(TINY_EN_GGUF)).session().run(load_audio(tmp_path / "8k.wav")).text
     assert wer(JFK, text) <= 1 / 22
 
 
@@ -131,7 +131,7 @@ def test_flac_with_a_damaged_stretch(engine, jfk, tmp_path):
         ("empty.wav", b"", "is empty (0 bytes)"),
         ("header-only.wav", (AUDIO / "jfk.wav").read_bytes()[:30], "isn't audio or video that FFmpeg can read"),
         ("notes.wav", b"this is a text file, not a recording\n" * 50, "isn't audio or video that FFmpeg can read"),
-        ("model.mp3", REFERENCE_GGUF.read_bytes()[:200_000], "the audio is damaged and can't be decoded"),
+        ("model.mp3", TINY_EN_GGUF.read_bytes()[:200_000], "the audio is damaged and can't be decoded"),
         ("folder.wav", None, "is a folder"),
         ("missing.wav", ..., "no such file"),
     ],
@@ -188,9 +188,9 @@ def write_long_file(path, clips: dict[str, tuple[float, np.ndarray]]) -> None:
 CHILD = """
 import json, sys, time
 import numpy as np
-from engine.audio import stream_audio
-from engine.engine import Engine
-from engine.segmenter import pieces
+from sayso.engine.audio import stream_audio
+from sayso.engine.engine import Engine
+from sayso.engine.segmenter import pieces
 
 
 def rss(key="VmRSS:"):
@@ -232,13 +232,14 @@ print(json.dumps(report))
 """
 
 
+@needs_clips(*CLIPS)
 def test_three_hours_in_bounded_memory(tmp_path):
     clips = {name: (at, load_audio(AUDIO / name)) for name, at in CLIPS.items()}
     path = tmp_path / "three-hours.flac"
     write_long_file(path, clips)
     spans = json.dumps({name: (at, len(pcm) / 16000) for name, (at, pcm) in clips.items()})
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    result = subprocess.run([sys.executable, "-c", CHILD, str(path), str(REFERENCE_GGUF), spans],
+    result = subprocess.run([sys.executable, "-c", CHILD, str(path), str(TINY_EN_GGUF), spans],
                             capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])

@@ -20,21 +20,21 @@ import pytest
 import soundfile
 import soxr
 
-from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, ROOT, cli_env, words
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
+from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, words
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
 
 JFK = AUDIO / "jfk.wav"
 
 
 def sayso(args: list[str], data_dir: Path, stdout=subprocess.PIPE, preexec_fn=None) -> subprocess.CompletedProcess:
     """``sayso ARGS`` in a fresh process on the numpy backend; stderr captured as text."""
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=cli_env(data_dir), stdout=stdout,
+    return subprocess.run([sys.executable, "-m", "sayso", *args], cwd=ROOT, env=cli_env(data_dir), stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=preexec_fn)
 
 
 def transcribe(path, data_dir: Path, *options: str, **run) -> subprocess.CompletedProcess:
-    return sayso(["transcribe", str(path), "--model", str(REFERENCE_GGUF), "--device", "cpu", *options], data_dir, **run)
+    return sayso(["transcribe", str(path), "--model", str(TINY_EN_GGUF), "--device", "cpu", *options], data_dir, **run)
 
 
 def one_line_error(done: subprocess.CompletedProcess) -> str:
@@ -87,7 +87,7 @@ def test_samples_somewhat_over_full_scale_are_clipped(jfk_samples, tmp_path):
 
 def test_a_model_with_damaged_weights_is_named_as_damaged(tmp_path):
     damaged = tmp_path / "damaged.gguf"
-    data = bytearray(REFERENCE_GGUF.read_bytes())
+    data = bytearray(TINY_EN_GGUF.read_bytes())
     middle = len(data) // 2
     data[middle : middle + (4 << 20)] = b"\xff" * (4 << 20)  # 4 MB of 0xFF: NaN scales and weights
     damaged.write_bytes(bytes(data))
@@ -99,9 +99,9 @@ def test_a_model_with_damaged_weights_is_named_as_damaged(tmp_path):
 
 @pytest.mark.parametrize("family", ["parakeet-tdt-v3", "gigaam-v3-ctc", "gigaam-v3-rnnt"])
 def test_a_damaged_conformer_model_is_named_as_damaged(family, tmp_path):
-    from engine.convert.random_model import write_random_model
-    from engine.engine import Engine
-    from engine.errors import ModelFileError
+    from sayso.engine.convert.random_model import write_random_model
+    from sayso.engine.engine import Engine
+    from sayso.engine.errors import ModelFileError
 
     path = write_random_model(family, tmp_path / f"{family}.gguf", small=True)
     size = path.stat().st_size
@@ -157,8 +157,8 @@ def test_a_folder_that_cant_be_written_is_one_line(tmp_path):
 
 ENGINE_WHOSE_MODEL_IS_CUT = """
 import sys
-from engine.audio import load_audio
-from engine.engine import Engine
+from sayso.engine.audio import load_audio
+from sayso.engine.engine import Engine
 
 model, clip = sys.argv[1:]
 engine = Engine(model, device="cpu")
@@ -174,7 +174,7 @@ def test_a_model_file_cut_short_under_a_running_engine_changes_nothing(tmp_path)
     """The numpy backend reads its weights, the tokenizer its strings, all along: from the process's own
     copy of the file, so a file cut short under it (SIGBUS on a mapped file) changes nothing."""
     model = tmp_path / "model.gguf"
-    model.write_bytes(REFERENCE_GGUF.read_bytes())
+    model.write_bytes(TINY_EN_GGUF.read_bytes())
     done = subprocess.run([sys.executable, "-c", ENGINE_WHOSE_MODEL_IS_CUT, str(model), str(JFK)], cwd=ROOT,
                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"exit {done.returncode} (a SIGBUS is {-signal.SIGBUS}): {done.stderr}"
@@ -184,7 +184,7 @@ def test_a_model_file_cut_short_under_a_running_engine_changes_nothing(tmp_path)
 
 def test_a_model_file_cut_short_while_it_loads_is_one_clear_error(tmp_path, monkeypatch):
     model = tmp_path / "model.gguf"
-    model.write_bytes(REFERENCE_GGUF.read_bytes())
+    model.write_bytes(TINY_EN_GGUF.read_bytes())
     sendfile = os.sendfile
 
     def cut_then_send(out_fd, in_fd, offset, count):  # the file is cut after its size was read
@@ -203,8 +203,8 @@ def test_a_model_file_cut_short_while_it_loads_is_one_clear_error(tmp_path, monk
     ("dangling", "is a link to a file that doesn't exist"), ("folder", "is a folder, not a file"),
 ])
 def test_special_files_are_named_for_what_they_are(tmp_path, kind, problem):
-    from engine.audio import load_audio
-    from engine.errors import AudioError
+    from sayso.engine.audio import load_audio
+    from sayso.engine.errors import AudioError
 
     path = {"fifo": tmp_path / "fifo", "loop": tmp_path / "a", "dangling": tmp_path / "gone",
             "folder": tmp_path}.get(kind, Path(kind))
@@ -234,10 +234,10 @@ SUBTYPES = {"PCM_U8": None, "PCM_16": None, "PCM_24": None, "PCM_32": None, "FLO
 @pytest.fixture(scope="module")
 def cli_with_one_engine(tmp_path_factory):
     """``app.cli.main`` in this process, its engine loaded once (Whisper tiny.en on numpy)."""
-    from app import cli
-    from engine.engine import Engine
+    from sayso.app import cli
+    from sayso.engine.engine import Engine
 
-    engine = Engine(REFERENCE_GGUF, device="cpu")
+    engine = Engine(TINY_EN_GGUF, device="cpu")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cli, "_engine", lambda args: engine)
         patch.setenv("SAYSO_DATA_DIR", str(tmp_path_factory.mktemp("data")))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, ROOT, cli_env, words
+from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, needs_clips, words
 from e2e.fixtures import portal, session_bus  # noqa: F401
 
 
@@ -20,7 +20,7 @@ def run(args: list[str], data_dir: Path, **env: str) -> subprocess.CompletedProc
 
 
 def test_doctor_reports_every_part_and_what_to_fix(tmp_path):
-    done = run(["-m", "app.cli", "doctor"], tmp_path)
+    done = run(["-m", "sayso", "doctor"], tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for section in ("Compute", "Models", "Audio input", "Push-to-talk shortcut", "Text delivery"):
@@ -32,7 +32,7 @@ def test_doctor_reports_every_part_and_what_to_fix(tmp_path):
 
 
 def test_doctor_tells_wayland_users_without_a_portal_to_bind_the_toggle_command(monkeypatch, session_bus):
-    from app import doctor
+    from sayso.app import doctor
 
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
     (line,) = doctor.hotkey_support()
@@ -40,7 +40,7 @@ def test_doctor_tells_wayland_users_without_a_portal_to_bind_the_toggle_command(
 
 
 def test_doctor_says_hold_to_talk_works_through_the_portal(monkeypatch, portal):
-    from app import doctor
+    from sayso.app import doctor
 
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
     (line,) = doctor.hotkey_support()
@@ -60,7 +60,7 @@ def test_doctor_says_when_x11_is_unusable(tmp_path):
 def test_selftest_transcribes_with_the_default_model_without_qt(tmp_path):
     """transcribe.cpp's own tiny.en file stands in for the converted default, so nothing is converted here."""
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "whisper-tiny.en.gguf").symlink_to(REFERENCE_GGUF)
+    (tmp_path / "models" / "whisper-tiny.en.gguf").symlink_to(TINY_EN_GGUF)
     script = (
         "import sys; from app.cli import main; code = main(['--selftest', sys.argv[1]]); "
         "assert not any(m.startswith('PySide6') for m in sys.modules), 'the selftest imported Qt'; sys.exit(code)"
@@ -73,8 +73,8 @@ def test_selftest_transcribes_with_the_default_model_without_qt(tmp_path):
 
 def test_selftest_fails_on_a_missing_file(tmp_path):
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "whisper-tiny.en.gguf").symlink_to(REFERENCE_GGUF)
-    done = run(["-m", "app.cli", "--selftest", str(tmp_path / "nothing.wav")], tmp_path)
+    (tmp_path / "models" / "whisper-tiny.en.gguf").symlink_to(TINY_EN_GGUF)
+    done = run(["-m", "sayso", "--selftest", str(tmp_path / "nothing.wav")], tmp_path)
     assert done.returncode == 1 and "nothing.wav" in done.stderr
 
 
@@ -82,10 +82,10 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     """`sayso bench --compare` as a user runs it: our CPU backend, transcribe.cpp's CPU build and
     faster-whisper (on the CTranslate2 files the model was converted from), each in its own process,
     all hearing the same words; the figures are reported, not judged (that is the benchmark's job)."""
-    from engine.bench import table
+    from sayso.engine.bench import table
 
     engines = "sayso-cpu,transcribe-cpp-cpu,faster-whisper-cpu"
-    done = run(["-m", "app.cli", "bench", str(REFERENCE_GGUF), str(AUDIO / "jfk.wav"), "--compare",
+    done = run(["-m", "sayso", "bench", str(TINY_EN_GGUF), str(AUDIO / "jfk.wav"), "--compare",
                 "--engines", engines, "--device", "cpu", "--runs", "1", "--json"], tmp_path)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
@@ -97,11 +97,12 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     assert heard == {JFK_WORDS}
 
 
+@needs_clips("cards/001.wav")
 @pytest.mark.slow
 def test_bench_kernels_times_every_gpu_kernel_of_a_transcription(tmp_path):
     """`sayso bench --kernels`: a warm GPU transcription with every dispatch timed; the kernels' times
     add up to the busy time, which fits in the profiled run's wall time, and the text is unchanged."""
-    done = run(["-m", "app.cli", "bench", str(REFERENCE_GGUF), str(AUDIO / "cards" / "001.wav"), "--kernels",
+    done = run(["-m", "sayso", "bench", str(TINY_EN_GGUF), str(AUDIO / "cards" / "001.wav"), "--kernels",
                 "--json"], tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -122,6 +123,6 @@ def test_version_is_the_packages(tmp_path):
     import tomllib
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    run = subprocess.run([sys.executable, "-m", "app.cli", "--version"], env=cli_env(tmp_path),
+    run = subprocess.run([sys.executable, "-m", "sayso", "--version"], env=cli_env(tmp_path),
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == f"sayso {declared}"

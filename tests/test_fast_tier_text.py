@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import AUDIO
-from engine.audio import load_audio
-from engine.convert.random_model import write_random_model
-from engine.engine import Engine
-from engine.gpu.fast import FAST_ENV
+from sayso.engine.audio import load_audio
+from sayso.engine.convert.random_model import write_random_model
+from sayso.engine.engine import Engine
+from sayso.engine.gpu.fast import FAST_ENV
 
 pytestmark = pytest.mark.gpu
 CLIP = "librivox/sense_and_sensibility_01_austen_64kb-0920.wav"  # one on which every random model has words

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from engine.formats import render
-from engine.transcript import Segment, Token, Transcript
+from sayso.engine.formats import render
+from sayso.engine.transcript import Segment, Token, Transcript
 
 
 @pytest.fixture

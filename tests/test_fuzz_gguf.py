@@ -32,10 +32,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REFERENCE_GGUF
-from engine.errors import ModelFileError
-from engine.gguf.header import HEADER_SLACK
-from engine.gguf.reader import ModelFile
+from conftest import TINY_EN_GGUF
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.header import HEADER_SLACK
+from sayso.engine.gguf.reader import ModelFile
 
 DEADLINE_S = 10.0  # per example; the reference file takes about 1 s to open under tracemalloc
 SLACK = HEADER_SLACK + 4 * 2**20  # allowed beyond the file's size: what the reader promises, plus the interpreter's own
@@ -190,8 +190,8 @@ class Reference(tuple):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     work = tmp_path_factory.mktemp("fuzz") / "model.gguf"
-    shutil.copyfile(REFERENCE_GGUF, work)
-    data = REFERENCE_GGUF.read_bytes()
+    shutil.copyfile(TINY_EN_GGUF, work)
+    data = TINY_EN_GGUF.read_bytes()
     return Reference((work, data, header_fields(data)))
 
 

@@ -11,13 +11,13 @@ import gguf
 import numpy as np
 import pytest
 
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.gguf.writer import Meta, TensorOut, write_gguf
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.gguf.writer import Meta, TensorOut, write_gguf
 
-from conftest import SHARED
+from conftest import REFERENCE_GGUF, REFERENCE_GGUF_NAME, TINY_EN_GGUF
 
-REFERENCE = SHARED / "models" / "whisper-tiny.en.transcribe-cpp.gguf"
+REFERENCE = TINY_EN_GGUF  # transcribe.cpp's bytes (or the same made by our converter)
 
 WORDS = ["Ġt", "he", "<|endoftext|>"]
 SMALL_METADATA = [
@@ -78,8 +78,10 @@ def tensor_info_offset(data: bytes, name: str) -> int:
 # ---- the reference file, unchanged -------------------------------------------------------------
 
 
-def test_reader_loads_reference_file_unchanged(reference):
-    raw = gguf.GGUFReader(REFERENCE)
+@pytest.mark.test_data(REFERENCE_GGUF_NAME)
+def test_reader_loads_reference_file_unchanged():
+    reference = ModelFile(REFERENCE_GGUF)
+    raw = gguf.GGUFReader(REFERENCE_GGUF)
     assert reference.architecture == "whisper"
     assert reference.version == 3
     assert list(reference.metadata) == [k for k in raw.fields if not k.startswith("GGUF.")]

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import AUDIO, reference_dumps, reference_tokens
+from conftest import AUDIO, needs_clips, reference_dumps, reference_tokens, require_clips
 
-from app.cli import main as sayso
-from engine.audio import load_audio
-from engine.conformer.text import Vocabulary
-from engine.convert.random_model import GIGAAM_CHARS, htk_mel_filterbank, random_layout, write_random_model
-from engine.engine import Engine
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.gguf.writer import Meta
-from engine.gigaam import load
+from sayso.app.cli import main as sayso
+from sayso.engine.audio import load_audio
+from sayso.engine.conformer.text import Vocabulary
+from sayso.engine.convert.random_model import GIGAAM_CHARS, htk_mel_filterbank, random_layout, write_random_model
+from sayso.engine.engine import Engine
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.gguf.writer import Meta
+from sayso.engine.gigaam import load
 
 CLIPS = ["jfk.wav", "librivox/sense_and_sensibility_01_austen_64kb-0920.wav", "commands/goforward.wav"]
 FAMILIES = ["gigaam-v3-ctc", "gigaam-v3-rnnt", "gigaam-v3-e2e-ctc", "gigaam-v3-e2e-rnnt"]
@@ -44,6 +44,7 @@ def model_path(request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def clips():
+    require_clips(*CLIPS)
     return {clip: load_audio(AUDIO / clip) for clip in CLIPS}
 
 
@@ -157,6 +158,7 @@ def test_quantized_file_matches_transcribe_cpp(family, cpu_ops, tmp_path):
     assert [(e.id, round(e.frame * 1000 * transcriber.config.frame_seconds)) for e in theirs] == tokens
 
 
+@needs_clips("cards/001.wav")
 @pytest.mark.gpu
 def test_gpu_encoder_matches_numpy(model_path, cpu_ops, gpu_ops):
     """The encoder on the GPU (rotary attention, LayerNorm conv module) against numpy on a one-second

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import GpuError
-from engine.gpu.entry_points import ADD, MARK
-from engine.gpu.recorder import grid
-from engine.gpu.tensors import size_class
-from engine.ops import WeightSource
+from sayso.engine.errors import GpuError
+from sayso.engine.gpu.entry_points import ADD, MARK
+from sayso.engine.gpu.recorder import grid
+from sayso.engine.gpu.tensors import size_class
+from sayso.engine.ops import WeightSource
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +45,7 @@ def test_read_later_gives_the_buffer_as_it_was_when_asked(gpu_ops):
 def test_small_reads_map_for_writing_and_large_ones_for_reading(gpu_ops):
     """Small reads come back through staging buffers mapped for writing (no MAP_READ buffer, whose
     memory wgpu takes from a 64 MB pinned block), large ones through MAP_READ; both give the data."""
-    from engine.gpu.recorder import SMALL_READ, Recorder
+    from sayso.engine.gpu.recorder import SMALL_READ, Recorder
 
     assert gpu_ops.device.write_mapped_reads  # lavapipe and the H200 offer mappable-primary-buffers
     recorder = Recorder(gpu_ops.device, gpu_ops.kernels)  # its own staging buffers
@@ -167,7 +167,7 @@ def test_binding_a_destroyed_buffer_is_a_gpu_error(gpu_ops):
 
 
 def test_lost_device_is_reported_as_such():
-    from engine.gpu import GpuOps
+    from sayso.engine.gpu import GpuOps
 
     ops = GpuOps()
     x = ops.tensor(np.ones(4, np.float32))
@@ -222,7 +222,7 @@ def test_wgpu_runs_on_c_declarations_compiled_like_cffi_parses_them(gpu_ops, tmp
     from wgpu._coreutils import get_header_filename
     from wgpu.backends.wgpu_native._ffi import ffi, lib, lib_path
 
-    from engine.gpu.wgpu_ffi import CompiledFFI, compiled_ffi
+    from sayso.engine.gpu.wgpu_ffi import CompiledFFI, compiled_ffi
 
     assert isinstance(ffi, CompiledFFI)
     parsed = cffi.FFI()
@@ -266,7 +266,7 @@ def test_wgpu_runs_on_c_declarations_compiled_like_cffi_parses_them(gpu_ops, tmp
 def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_path, caplog):
     """A registry lists what it builds; the next one on the adapter builds the list on worker
     threads at once, and hands those out; a damaged list is ignored, with a warning."""
-    from engine.gpu.kernels import Kernels, known_pipelines_file
+    from sayso.engine.gpu.kernels import Kernels, known_pipelines_file
 
     known = known_pipelines_file(gpu_ops.device, tmp_path)
     assert gpu_ops.device.info["device"].split()[0].lower() in known.name
@@ -291,13 +291,13 @@ def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_pat
 def test_the_kernel_list_is_per_version_of_the_shaders(gpu_ops, tmp_path, monkeypatch):
     import shutil
 
-    from engine.gpu.kernels import known_pipelines_file, shaders_dir
+    from sayso.engine.gpu.kernels import known_pipelines_file, shaders_dir
 
     before = known_pipelines_file(gpu_ops.device, tmp_path)
     copy = tmp_path / "shaders"
     shutil.copytree(shaders_dir(), copy)
     (copy / "mark.wgsl").write_text((copy / "mark.wgsl").read_text() + "\n// changed\n")
-    monkeypatch.setenv("SAYSO_SHADERS", str(copy))
+    monkeypatch.setattr("sayso.engine.gpu.kernels.shaders_dir", lambda: copy)
     assert known_pipelines_file(gpu_ops.device, tmp_path) != before
 
 
@@ -308,7 +308,7 @@ def test_wgpu_uses_the_instance_created_while_it_imported(gpu_ops):
     import wgpu
     from wgpu.backends.wgpu_native import _helpers
 
-    from engine.gpu import instance
+    from sayso.engine.gpu import instance
 
     assert instance._started is not None and instance._started.result() == _helpers._the_instance
     assert gpu_ops.device.info["backend_type"] != "OpenGL"

@@ -21,13 +21,13 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app.engine_worker import EngineClient  # noqa: E402
-from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, wait_for, words  # noqa: E402
-from engine.audio import load_audio  # noqa: E402
-from engine.backend import make_ops  # noqa: E402
-from engine.engine import Engine  # noqa: E402
-from engine.errors import DeviceOpenError, GpuError  # noqa: E402
-from engine.gpu.device import ADAPTER_ENV  # noqa: E402
+from sayso.app.engine_worker import EngineClient  # noqa: E402
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, wait_for, words  # noqa: E402
+from sayso.engine.audio import load_audio  # noqa: E402
+from sayso.engine.backend import make_ops  # noqa: E402
+from sayso.engine.engine import Engine  # noqa: E402
+from sayso.engine.errors import DeviceOpenError, GpuError  # noqa: E402
+from sayso.engine.gpu.device import ADAPTER_ENV  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -58,21 +58,21 @@ def test_a_device_that_will_not_open(monkeypatch):
     loads the model on numpy instead."""
     import wgpu
 
-    from engine.gpu.device import Device
+    from sayso.engine.gpu.device import Device
 
     offered = wgpu.GPUAdapter.limits.fget
     monkeypatch.setattr(wgpu.GPUAdapter, "limits",
                         property(lambda adapter: {**offered(adapter), "max-buffer-size": 4 * offered(adapter)["max-buffer-size"]}))  # fmt: skip
     with pytest.raises(DeviceOpenError, match="Could not open the GPU device .*max_buffer_size"):
-        Engine(REFERENCE_GGUF, device="gpu", vad=False)
+        Engine(TINY_EN_GGUF, device="gpu", vad=False)
     monkeypatch.setattr(Device, "is_cpu", property(lambda device: False))  # lavapipe as if it were one
-    assert Engine(REFERENCE_GGUF, device="auto", vad=False).ops.name == "cpu"
+    assert Engine(TINY_EN_GGUF, device="auto", vad=False).ops.name == "cpu"
 
 
 PROBE = """
 import json, wgpu
-from engine.backend import make_ops
-from engine.errors import GpuError
+from sayso.engine.backend import make_ops
+from sayso.engine.errors import GpuError
 found = {"adapters": [f"{a.info['backend_type']}: {a.info['device']}" for a in wgpu.gpu.enumerate_adapters_sync()]}
 found["auto"] = make_ops("auto").describe()
 try:
@@ -114,7 +114,7 @@ def test_without_a_vulkan_driver():
 
 @pytest.fixture
 def gpu_engine():
-    engine = Engine(REFERENCE_GGUF, device="gpu")
+    engine = Engine(TINY_EN_GGUF, device="gpu")
     yield engine
     engine.close()
 
@@ -192,7 +192,7 @@ class Events:
 def test_app_transcribes_on_the_cpu_when_the_gpu_is_lost(qapp, jfk):
     client = EngineClient()
     try:
-        client.load(str(REFERENCE_GGUF), "gpu")
+        client.load(str(TINY_EN_GGUF), "gpu")
         _, description = wait_for(client.loaded)
         assert description.startswith("whisper-tiny.en on wgpu")
         events = Events(client)
@@ -218,7 +218,7 @@ def test_app_loads_on_the_cpu_when_there_is_no_gpu(qapp, monkeypatch, jfk):
     client = EngineClient()
     try:
         events = Events(client)
-        client.load(str(REFERENCE_GGUF), "gpu")
+        client.load(str(TINY_EN_GGUF), "gpu")
         _, description = wait_for(client.loaded)
         assert description.startswith("whisper-tiny.en on numpy") and client.load_error is None
         (warning,) = events.of("warning")

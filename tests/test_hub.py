@@ -21,9 +21,10 @@ import pytest
 from huggingface_hub import constants, hf_hub_download
 
 from e2e.fake_hub import CHUNK, COMMIT, fake_hub, gguf_bytes  # noqa: F401 - fixtures
-from engine import hub, models
-from engine.errors import SaysoError
-from engine.gguf.reader import ModelFile
+from sayso.engine import hub, models
+from sayso.engine.download import DownloadCancelled
+from sayso.engine.errors import SaysoError
+from sayso.engine.gguf.reader import ModelFile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,7 @@ def sha256(data: bytes | Path) -> str:
 
 
 def sayso(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "app.cli", *args], cwd=ROOT, text=True,
+    return subprocess.Popen([sys.executable, "-m", "sayso", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
@@ -105,7 +106,7 @@ def test_a_killed_pull_continues_where_it_stopped(fake_hub, gguf_bytes, tmp_path
 
 def test_a_cancelled_pull_keeps_its_part_for_the_next_one(fake_hub, gguf_bytes):
     cancel = threading.Event()
-    with pytest.raises(hub.DownloadCancelled, match="Pull it again to continue"):
+    with pytest.raises(DownloadCancelled, match="again to continue"):
         hub.pull("moonshine-tiny", progress=lambda f, m: f > 0.3 and cancel.set(), cancel=cancel)
     assert hub.cached(hub.CATALOG["moonshine-tiny"]) is None
     path = hub.pull("moonshine-tiny")
@@ -163,7 +164,7 @@ def test_a_file_fetched_by_the_hubs_own_api_is_found(fake_hub, gguf_bytes, tmp_p
 
 
 def test_cli_models_pull_list_rm(fake_hub, gguf_bytes, capsys):
-    from app.cli import main
+    from sayso.app.cli import main
 
     assert main(["models", "pull", "moonshine-tiny"]) == 0
     out = capsys.readouterr().out

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import AUDIO, REFERENCE_GGUF
-from engine.audio import load_audio
-from engine.gguf.reader import ModelFile
-from engine.whisper.frontend import N_FRAMES, BackendLogMel, LogMel
+from conftest import AUDIO, TINY_EN_GGUF
+from sayso.engine.audio import load_audio
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.whisper.frontend import N_FRAMES, BackendLogMel, LogMel
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +32,7 @@ def test_whisper_log_mel_refuses_more_rows_than_frames(gpu_ops):
 
 @pytest.fixture(scope="module")
 def frontend():
-    model_file = ModelFile(REFERENCE_GGUF)
+    model_file = ModelFile(TINY_EN_GGUF)
     return model_file.array("frontend.mel_filterbank"), model_file.array("frontend.window")
 
 

@@ -12,8 +12,8 @@ import gguf
 import numpy as np
 import pytest
 
-from engine.gpu.ops.linear import NORM_FOLD_MAX_N
-from engine.ops import RowNorm, WeightSource
+from sayso.engine.gpu.ops.linear import NORM_FOLD_MAX_N
+from sayso.engine.ops import RowNorm, WeightSource
 
 pytestmark = pytest.mark.gpu
 
@@ -262,7 +262,7 @@ def test_repeated_decoder_step_creates_no_new_bind_groups(gpu_ops):
 def test_a_weight_uploaded_a_few_rows_at_a_time_is_the_same_weight(gpu_ops, monkeypatch, kind):
     """A weight is copied a chunk of rows at a time (``UPLOAD_CHUNK``); with chunks of a row or
     two, a weight whose rows and columns both need padding gives the same product as in one piece."""
-    from engine.gpu import tensors
+    from sayso.engine.gpu import tensors
 
     rng = np.random.default_rng(3)
     k = 96 if kind == "Q8_0" else 100  # Q8_0 rows are whole blocks of 32; the others get padded

@@ -6,8 +6,8 @@ import gguf
 import numpy as np
 import pytest
 
-from engine.gguf.reader import ModelFile
-from engine.layers import apply, linear, stacked_linear
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.layers import apply, linear, stacked_linear
 
 K = 64
 

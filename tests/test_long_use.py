@@ -26,7 +26,7 @@ import sys
 
 import pytest
 
-from conftest import AUDIO, REFERENCE_GGUF
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
 
 DICTATIONS = 200
 FILES = 50
@@ -40,9 +40,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-from app.engine_worker import EngineClient
-from app.history import History
-from engine.audio import load_audio
+from sayso.app.engine_worker import EngineClient
+from sayso.app.history import History
+from sayso.engine.audio import load_audio
 
 model, dictation_clip, file_clip, folder, dictations, files, warm_up = sys.argv[1:8]
 dictations, files, warm_up, folder = int(dictations), int(files), int(warm_up), Path(folder)
@@ -118,11 +118,12 @@ print(json.dumps(report))
 """
 
 
+@needs_clips("cards/001.wav", "commands/goforward.wav")
 @pytest.mark.slow
 def test_200_dictations_and_50_queued_files_in_bounded_memory(tmp_path):
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     result = subprocess.run(
-        [sys.executable, "-c", CHILD, str(REFERENCE_GGUF), str(AUDIO / "cards" / "001.wav"),
+        [sys.executable, "-c", CHILD, str(TINY_EN_GGUF), str(AUDIO / "cards" / "001.wav"),
          str(AUDIO / "commands" / "goforward.wav"), str(tmp_path), str(DICTATIONS), str(FILES), str(WARM_UP)],
         capture_output=True, text=True, timeout=1200, env=env,
     )  # fmt: skip

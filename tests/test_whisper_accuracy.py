@@ -13,12 +13,12 @@ than transcribe.cpp's. About 4 minutes on 2 cores for the clips, as much again f
 from __future__ import annotations
 
 import pytest
-from conftest import AUDIO
+from conftest import AUDIO, needs_clips
 
-from engine.accuracy import (NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary, summary_lines,
-                             telephone_band)
-from engine.audio import load_audio
-from engine.wer import ErrorCount, count_errors, edit_distance, normalize, wer
+from sayso.engine.accuracy import (NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary, summary_lines,
+                                   telephone_band)
+from sayso.engine.audio import load_audio
+from sayso.engine.wer import ErrorCount, count_errors, edit_distance, normalize, wer
 
 MODELS = ("whisper-tiny.en", "whisper-base")
 CLIPS = read_clips(AUDIO)
@@ -59,6 +59,7 @@ def test_ours_equals_transcribe_cpp_or_differs_at_a_near_tie(model, audio_set, e
     assert totals["decided_errors_ours"] <= totals["decided_errors_theirs"]
 
 
+@needs_clips("beckett.wav")
 def test_a_difference_is_measured_on_both_sides(evaluator):
     """A transcript that parts from ours where both engines clearly prefer our token: our lead is
     read from the logits the engine computed, transcribe.cpp's from its logits after the same text."""

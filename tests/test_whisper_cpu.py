@@ -11,15 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import transcribe_cpp
-from conftest import AUDIO, REFERENCE_GGUF
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
 
-from engine.accuracy import Clip, Evaluator, clip_lines
-from engine.audio import load_audio
-from engine.gguf.reader import ModelFile
-from engine.whisper.decode import DecodingResult, decode_window, split_segments, transcribe_window
-from engine.whisper.frontend import log_mel
-from engine.whisper.model import WhisperModel
-from engine.whisper.tokenizer import Tokenizer
+from sayso.engine.accuracy import Clip, Evaluator, clip_lines
+from sayso.engine.audio import load_audio
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.whisper.decode import DecodingResult, decode_window, split_segments, transcribe_window
+from sayso.engine.whisper.frontend import log_mel
+from sayso.engine.whisper.model import WhisperModel
+from sayso.engine.whisper.tokenizer import Tokenizer
 
 JFK_TEXT = "And so my fellow Americans ask not what your country can do for you ask what you can do for your country."
 JFK_RAW = ("<|0.00|> And so my fellow Americans ask not what your country can do for you<|8.00|>"
@@ -28,7 +28,7 @@ JFK_RAW = ("<|0.00|> And so my fellow Americans ask not what your country can do
 
 @pytest.fixture(scope="module")
 def model_file():
-    return ModelFile(REFERENCE_GGUF)
+    return ModelFile(TINY_EN_GGUF)
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +44,13 @@ def tokenizer(model_file):
 
 @pytest.fixture(scope="module")
 def reference():
-    return transcribe_cpp.Model(str(REFERENCE_GGUF))
+    return transcribe_cpp.Model(str(TINY_EN_GGUF))
 
 
 @pytest.fixture(scope="module")
 def evaluator():
     """The engine on numpy (no voice detection) and transcribe.cpp on the reference file (``engine.accuracy``)."""
-    return Evaluator(str(REFERENCE_GGUF), device="cpu")
+    return Evaluator(str(TINY_EN_GGUF), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +109,7 @@ def test_noise_window_is_skipped_as_no_speech(model, tokenizer, reference, windo
     assert reference.session().run(pcm).text == ""
 
 
+@needs_clips("beckett.wav")
 def test_prefill_equals_step_by_step(model, tokenizer, window_mel):
     encoded = model.encode(window_mel(load_audio(AUDIO / "beckett.wav")))
     prompt = [model.config.sot, *tokenizer.encode(" Ever tried.")]

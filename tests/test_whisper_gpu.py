@@ -10,10 +10,10 @@ import csv
 
 import pytest
 
-from conftest import AUDIO, REFERENCE_GGUF, software_gpu
-from engine.audio import load_audio
-from engine.gguf.reader import ModelFile
-from engine.whisper import WhisperTranscriber
+from conftest import AUDIO, TINY_EN_GGUF, software_gpu
+from sayso.engine.audio import load_audio
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.whisper import WhisperTranscriber
 
 pytestmark = pytest.mark.gpu
 
@@ -29,7 +29,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="module")
 def transcribers(gpu_ops, cpu_ops):
-    model_file = ModelFile(REFERENCE_GGUF)
+    model_file = ModelFile(TINY_EN_GGUF)
     return WhisperTranscriber(model_file, gpu_ops), WhisperTranscriber(model_file, cpu_ops)
 
 
@@ -47,12 +47,12 @@ def test_gpu_text_equals_cpu_text(clip, transcribers):
 
 def test_the_portable_tier_gives_the_fast_tiers_text(transcribers, gpu_ops, monkeypatch):
     """``SAYSO_FAST=0`` (every kernel portable) and the fast tier the device probed give one text."""
-    from engine.gpu import GpuOps
-    from engine.gpu.fast import FAST_ENV
+    from sayso.engine.gpu import GpuOps
+    from sayso.engine.gpu.fast import FAST_ENV
 
     gpu_ops.fast.probe()  # before the variable is set: the session's backend keeps its fast tier
     monkeypatch.setenv(FAST_ENV, "0")
-    portable = WhisperTranscriber(ModelFile(REFERENCE_GGUF), GpuOps(gpu_ops.device))
+    portable = WhisperTranscriber(ModelFile(TINY_EN_GGUF), GpuOps(gpu_ops.device))
     assert portable.model.ops.fast.versions == {} and gpu_ops.fast.versions
     pcm = load_audio(AUDIO / "jfk.wav")
     fast_segments, _ = transcribers[0].transcribe(pcm)

@@ -12,15 +12,15 @@ random model emitted.
 from __future__ import annotations
 
 import pytest
-from conftest import AUDIO
+from conftest import AUDIO, needs_clips
 
-from app.cli import main as sayso
-from engine.accuracy import NEAR_TIE_LOGITS, Clip, Evaluator
-from engine.audio import load_audio
-from engine.convert.random_whisper import END_POSITION, SHAPES, whisper_vocabulary, write_random_whisper
-from engine.cpu.ops import NumpyOps
-from engine.gguf.reader import ModelFile
-from engine.whisper import load
+from sayso.app.cli import main as sayso
+from sayso.engine.accuracy import NEAR_TIE_LOGITS, Clip, Evaluator
+from sayso.engine.audio import load_audio
+from sayso.engine.convert.random_whisper import END_POSITION, SHAPES, whisper_vocabulary, write_random_whisper
+from sayso.engine.cpu.ops import NumpyOps
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.whisper import load
 
 CLIPS = ["jfk.wav", "beckett.wav", "commands/goforward.wav", "cards/001.wav",
          "librivox/sense_and_sensibility_01_austen_64kb-0880.wav"]
@@ -40,6 +40,7 @@ def test_vocabulary_has_whispers_ids(n_vocab, eot, translate, no_timestamps):
 
 @pytest.mark.parametrize("name, out_type", [("whisper-tiny.en", "f16"), ("whisper-base", "q8_0"),
                                             ("whisper-large-v3-turbo", "q8_0")])
+@needs_clips(*CLIPS)
 def test_tokens_match_transcribe_cpp(name, out_type, tmp_path):
     path = write_random_whisper(name, tmp_path / f"{name}.gguf", small=True, out_type=out_type)
     evaluator = Evaluator(str(path))
@@ -52,6 +53,7 @@ def test_tokens_match_transcribe_cpp(name, out_type, tmp_path):
     assert len(words) >= 60  # the model says varied things
 
 
+@needs_clips(*CLIPS)
 def test_each_window_ends_where_the_model_was_made_to(tmp_path):
     path = write_random_whisper("whisper-large-v3-turbo", tmp_path / "turbo.gguf", small=True)
     transcriber = load(ModelFile(path), NumpyOps())

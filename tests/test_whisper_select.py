@@ -12,16 +12,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import AUDIO, REFERENCE_GGUF
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
 
-from engine.audio import load_audio
-from engine.cpu.ops import whisper_allowed_logits
-from engine.gguf.reader import ModelFile
-from engine.ops import WhisperRules
-from engine.whisper.decode import decode_window, language_rules, logit_rules
-from engine.whisper.frontend import log_mel
-from engine.whisper.model import WhisperConfig, WhisperModel
-from engine.whisper.tokenizer import Tokenizer
+from sayso.engine.audio import load_audio
+from sayso.engine.cpu.ops import whisper_allowed_logits
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import WhisperRules
+from sayso.engine.whisper.decode import decode_window, language_rules, logit_rules
+from sayso.engine.whisper.frontend import log_mel
+from sayso.engine.whisper.model import WhisperConfig, WhisperModel
+from sayso.engine.whisper.tokenizer import Tokenizer
 
 EOT, BEGIN, VOCAB = 400, 450, 700
 RULES = WhisperRules(
@@ -166,7 +166,7 @@ def test_language_chosen_on_the_backend_is_the_likeliest_language_token(gpu_ops,
 
 @pytest.fixture(scope="module")
 def model_file():
-    return ModelFile(REFERENCE_GGUF)
+    return ModelFile(TINY_EN_GGUF)
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +175,7 @@ def tokenizer(model_file):
     return Tokenizer(meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"], meta["tokenizer.ggml.token_type"])
 
 
+@needs_clips("cards/004.wav", "cards/001.wav")
 @pytest.mark.gpu
 def test_second_window_allocates_nothing(gpu_ops, model_file, tokenizer, monkeypatch):
     """The second window (encoder, prefill, batches of decoder steps) creates no bind group and takes

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import AUDIO, REFERENCE_GGUF
-from engine.audio import load_audio
-from engine.accuracy import read_clips, telephone_band
-from engine.segmenter import SAMPLE_RATE
-from engine.stream import FEED_SECONDS
+from conftest import AUDIO, TINY_EN_GGUF
+from sayso.engine.audio import load_audio
+from sayso.engine.accuracy import read_clips, telephone_band
+from sayso.engine.segmenter import SAMPLE_RATE
+from sayso.engine.stream import FEED_SECONDS
 
 CLIPS = [clip.file for clip in read_clips(AUDIO)]
 MODELS = ("whisper-tiny.en", "moonshine-tiny")
@@ -34,9 +34,9 @@ def first_word_quieter(pcm: np.ndarray, reference) -> np.ndarray:
 @pytest.fixture(scope="module")
 def engines(moonshine_tiny):
     """(with voice detection, without) for each model."""
-    from engine.engine import Engine
+    from sayso.engine.engine import Engine
 
-    paths = {"whisper-tiny.en": REFERENCE_GGUF, "moonshine-tiny": moonshine_tiny}
+    paths = {"whisper-tiny.en": TINY_EN_GGUF, "moonshine-tiny": moonshine_tiny}
     return {model: (Engine(path, device="cpu"), Engine(path, device="cpu", vad=False)) for model, path in paths.items()}
 
 

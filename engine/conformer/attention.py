@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from engine.conformer.weights import Linear, dequantized, linear, matrix_source
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor
+from sayso.engine.conformer.weights import Linear, dequantized, linear, matrix_source
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops, Tensor
 
 MASKED = np.float32(-1e30)
 """Added to the scores of keys outside a local-attention window: finite, so a block of keys that

@@ -22,11 +22,11 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.conformer.weights import Linear, linear, matrix_source, row_slice, stacked
-from engine.layers import Norm, norm
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor
+from sayso.engine.conformer.weights import Linear, linear, matrix_source, row_slice, stacked
+from sayso.engine.layers import Norm, norm
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which both families train with
 BATCH_NORM_EPS = 1e-5  # nn.BatchNorm1d's default

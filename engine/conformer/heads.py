@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.conformer.weights import Linear, linear
-from engine.cpu.ops import sigmoid
-from engine.errors import ModelFileError, require_finite
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor
+from sayso.engine.conformer.weights import Linear, linear
+from sayso.engine.cpu.ops import sigmoid
+from sayso.engine.errors import ModelFileError, require_finite
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops, Tensor
 
 JOINT_ACTIVATIONS = {
     "relu": lambda x: np.maximum(x, np.float32(0)),

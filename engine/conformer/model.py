@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.conformer.block import ConformerBlock
-from engine.conformer.heads import CtcHead, Emission, TransducerHead
-from engine.ops import Ops, Tensor
+from sayso.engine.conformer.block import ConformerBlock
+from sayso.engine.conformer.heads import CtcHead, Emission, TransducerHead
+from sayso.engine.ops import Ops, Tensor
 
 
 class ConformerModel:

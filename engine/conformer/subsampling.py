@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.conformer.weights import Linear, linear
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops, Tensor
+from sayso.engine.conformer.weights import Linear, linear
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops, Tensor
 
 
 @dataclass

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from engine.conformer.heads import Emission
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.transcript import Segment, Token
+from sayso.engine.conformer.heads import Emission
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.transcript import Segment, Token
 
 SP_SPACE = "\u2581"
 TOKEN_UNKNOWN, TOKEN_CONTROL = 2, 3  # tokenizer.ggml.token_type of <unk> and of control pieces (blank, <s>)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
-from engine.layers import Linear, optional_vector
-from engine.ops import Ops, WeightSource
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.layers import Linear, optional_vector
+from sayso.engine.ops import Ops, WeightSource
 
 NATIVE_TYPES = ("F32", "F16", "Q8_0")
 """Weight types every backend keeps as they are (``Ops.weight``)."""
@@ -49,7 +49,7 @@ def stacked(name: str, parts: list[WeightSource]) -> WeightSource:
 
 def dequantized(source: WeightSource) -> np.ndarray:
     """float32 [N, K] values of a 2-D weight in a native type."""
-    from engine.cpu.ops import dequantize
+    from sayso.engine.cpu.ops import dequantize
 
     return dequantize(source)
 

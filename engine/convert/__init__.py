@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.convert.moonshine import write_moonshine_gguf
-from engine.convert.moonshine_ort import ENCODER_FILE
-from engine.convert.source import load_json
-from engine.convert.whisper import Progress, write_whisper_gguf
-from engine.errors import ModelFileError
+from sayso.engine.convert.moonshine import write_moonshine_gguf
+from sayso.engine.convert.moonshine_ort import ENCODER_FILE
+from sayso.engine.convert.source import load_json
+from sayso.engine.convert.whisper import Progress, write_whisper_gguf
+from sayso.engine.errors import ModelFileError
 
 
 def convert(
@@ -37,19 +37,19 @@ def convert(
     if progress:
         progress(0.0, f"Reading {src}")
     if (src / ENCODER_FILE).is_file():
-        from engine.convert.moonshine_ort import read_ort_moonshine
+        from sayso.engine.convert.moonshine_ort import read_ort_moonshine
 
         return write_moonshine_gguf(read_ort_moonshine(src), out, type, variant, progress)
     if (src / "model.bin").is_file():
-        from engine.convert.ct2 import read_ct2_whisper
+        from sayso.engine.convert.ct2 import read_ct2_whisper
 
         source = read_ct2_whisper(src)
     elif (src / "config.json").is_file() and (src / "model.safetensors").is_file():
         if load_json(src / "config.json").get("model_type") == "moonshine":
-            from engine.convert.moonshine_hf import read_hf_moonshine
+            from sayso.engine.convert.moonshine_hf import read_hf_moonshine
 
             return write_moonshine_gguf(read_hf_moonshine(src), out, type, variant, progress)
-        from engine.convert.hf import read_hf_whisper
+        from sayso.engine.convert.hf import read_hf_whisper
 
         source = read_hf_whisper(src)
     else:

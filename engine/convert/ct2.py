@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.source import WhisperSource, load_json
-from engine.convert.tokenizer import read_vocabulary
-from engine.errors import ModelFileError
+from sayso.engine.convert.source import WhisperSource, load_json
+from sayso.engine.convert.tokenizer import read_vocabulary
+from sayso.engine.errors import ModelFileError
 
 _DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: np.uint16}
 _BFLOAT16 = 5

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.source import WhisperSource, load_json
-from engine.convert.tokenizer import read_vocabulary
-from engine.errors import ModelFileError
+from sayso.engine.convert.source import WhisperSource, load_json
+from sayso.engine.convert.tokenizer import read_vocabulary
+from sayso.engine.errors import ModelFileError
 
 _TOP = {
     "encoder.conv1": "enc.conv.0",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.tokenizer import Vocabulary
-from engine.errors import ModelFileError, SaysoError
-from engine.gguf.writer import Meta, TensorOut, write_gguf
+from sayso.engine.convert.tokenizer import Vocabulary
+from sayso.engine.errors import ModelFileError, SaysoError
+from sayso.engine.gguf.writer import Meta, TensorOut, write_gguf
 
 Progress = Callable[[float, str], None]
 """Called with the fraction done (0..1) and what is happening, for a progress bar."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.layout import (
+from sayso.engine.convert.layout import (
     Progress,
     check_out_type,
     check_shapes,
@@ -29,10 +29,10 @@ from engine.convert.layout import (
     vocabulary_metadata,
     write_layout,
 )
-from engine.convert.source import load_json
-from engine.convert.tokenizer import TOKEN_CONTROL, TOKEN_NORMAL, Vocabulary
-from engine.errors import ModelFileError, SaysoError
-from engine.gguf.writer import Meta
+from sayso.engine.convert.source import load_json
+from sayso.engine.convert.tokenizer import TOKEN_CONTROL, TOKEN_NORMAL, Vocabulary
+from sayso.engine.errors import ModelFileError, SaysoError
+from sayso.engine.gguf.writer import Meta
 
 TOKEN_UNKNOWN = 2
 TOKEN_BYTE = 6

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.convert.hf import _read_safetensors
-from engine.convert.moonshine import MoonshineHParams, MoonshineSource, gguf_tensors, read_vocabulary
-from engine.convert.source import load_json
-from engine.errors import ModelFileError
+from sayso.engine.convert.hf import _read_safetensors
+from sayso.engine.convert.moonshine import MoonshineHParams, MoonshineSource, gguf_tensors, read_vocabulary
+from sayso.engine.convert.source import load_json
+from sayso.engine.errors import ModelFileError
 
 DEFAULT_PARTIAL_ROTARY_FACTOR = 0.9  # what transformers assumes when a Moonshine config has none
 

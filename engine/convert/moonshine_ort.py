@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.moonshine import (
+from sayso.engine.convert.moonshine import (
     KNOWN_HPARAMS, TIED_OUTPUT, MoonshineSource, gguf_tensors, piece_bytes, read_vocabulary,
 )
-from engine.errors import ModelFileError
+from sayso.engine.errors import ModelFileError
 
 ENCODER_FILE = "encoder_model.ort"
 DECODER_FILE = "decoder_model_merged.ort"

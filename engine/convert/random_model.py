@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.layout import size_label
-from engine.convert.mel import hann_periodic
-from engine.errors import SaysoError
-from engine.gguf.writer import Meta, TensorOut, write_gguf
+from sayso.engine.convert.layout import size_label
+from sayso.engine.convert.mel import hann_periodic
+from sayso.engine.errors import SaysoError
+from sayso.engine.gguf.writer import Meta, TensorOut, write_gguf
 
 SAMPLE_RATE = 16000
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL = 1, 2, 3  # tokenizer.ggml.token_type values
@@ -503,8 +503,8 @@ def calibration_audio(seconds: float = CALIBRATION_SECONDS, seed: int = 7) -> np
 def _calibrate_head(layout: Layout, path: Path, head: str) -> None:
     """Set the output head from the encoder's output on ``calibration_audio`` (module docstring): the
     model at ``path`` is loaded on the numpy backend and run as the engine runs it."""
-    from engine.cpu.ops import NumpyOps
-    from engine.gguf.reader import ModelFile
+    from sayso.engine.cpu.ops import NumpyOps
+    from sayso.engine.gguf.reader import ModelFile
 
     ops = NumpyOps()
     transcriber = importlib.import_module(f"engine.{layout.arch}").load(ModelFile(path), ops)

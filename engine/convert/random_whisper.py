@@ -43,12 +43,12 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.convert.random_model import ATTENTION_GAIN, HEAD_GAIN, Draw
-from engine.convert.source import WhisperSource
-from engine.convert.tokenizer import TIMESTAMP_STEP, TOKEN_CONTROL, TOKEN_NORMAL, Vocabulary
-from engine.convert.whisper import tensor_layout, write_whisper_gguf
-from engine.errors import SaysoError
-from engine.whisper.tokenizer import bytes_to_unicode
+from sayso.engine.convert.random_model import ATTENTION_GAIN, HEAD_GAIN, Draw
+from sayso.engine.convert.source import WhisperSource
+from sayso.engine.convert.tokenizer import TIMESTAMP_STEP, TOKEN_CONTROL, TOKEN_NORMAL, Vocabulary
+from sayso.engine.convert.whisper import tensor_layout, write_whisper_gguf
+from sayso.engine.errors import SaysoError
+from sayso.engine.whisper.tokenizer import bytes_to_unicode
 
 # OpenAI's language order (whisper/tokenizer.py LANGUAGES): token ids follow it; v3 added "yue".
 LANGUAGES = (

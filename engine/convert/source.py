@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.errors import ModelFileError
+from sayso.engine.errors import ModelFileError
 
 if TYPE_CHECKING:
-    from engine.convert.tokenizer import Vocabulary
+    from sayso.engine.convert.tokenizer import Vocabulary
 
 
 @dataclass

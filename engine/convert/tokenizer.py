@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.convert.source import load_json
-from engine.errors import ModelFileError
+from sayso.engine.convert.source import load_json
+from sayso.engine.errors import ModelFileError
 
 TOKEN_NORMAL = 1
 TOKEN_CONTROL = 3

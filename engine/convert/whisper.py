@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.convert.layout import (
+from sayso.engine.convert.layout import (
     Progress,
     check_out_type,
     check_shapes,
@@ -20,10 +20,10 @@ from engine.convert.layout import (
     vocabulary_metadata,
     write_layout,
 )
-from engine.convert.mel import hann_periodic, mel_filterbank
-from engine.convert.source import WhisperSource
-from engine.errors import ModelFileError, SaysoError
-from engine.gguf.writer import Meta, TensorOut
+from sayso.engine.convert.mel import hann_periodic, mel_filterbank
+from sayso.engine.convert.source import WhisperSource
+from sayso.engine.errors import ModelFileError, SaysoError
+from sayso.engine.gguf.writer import Meta, TensorOut
 
 SAMPLE_RATE = 16000
 N_FFT = 400

@@ -1,5 +1,5 @@
 """The numpy backend (see ``engine/ops.py`` for the contract)."""
 
-from engine.cpu.ops import NumpyOps
+from sayso.engine.cpu.ops import NumpyOps
 
 __all__ = ["NumpyOps"]

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from engine import onnx_graph
-from engine.cpu.q8_matmul import STEP_ROWS, Q8Weight, q8_0_blocks
-from engine.gguf.q8_0 import Q8_0_BLOCK, q8_0_values
-from engine.ops import Activation, Ops, Position, WeightSource, WhisperRules
+from sayso.engine import onnx_graph
+from sayso.engine.cpu.q8_matmul import STEP_ROWS, Q8Weight, q8_0_blocks
+from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, q8_0_values
+from sayso.engine.ops import Activation, Ops, Position, WeightSource, WhisperRules
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
 # z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.

@@ -24,9 +24,9 @@ import os
 
 import numpy as np
 
-from engine import onnx_graph
-from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_scales, q8_0_values
-from engine.ops import WeightSource
+from sayso.engine import onnx_graph
+from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES, q8_0_scales, q8_0_values
+from sayso.engine.ops import WeightSource
 
 STEP_ROWS = 16  # products with at most this many rows (decoder steps, short prefills) run in int8
 # Weights of fewer values run on one thread: handing a 384 x 384 product to a second one (woken for

@@ -32,7 +32,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
+from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

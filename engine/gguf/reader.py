@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import ModelFileError
-from engine.gguf.header import HeaderError, TensorInfo, read_header
-from engine.gguf.q8_0 import Q8_0_BLOCK_BYTES, q8_0_values
-from engine.ops import WeightSource
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.header import HeaderError, TensorInfo, read_header
+from sayso.engine.gguf.q8_0 import Q8_0_BLOCK_BYTES, q8_0_values
+from sayso.engine.ops import WeightSource
 
 _DTYPES = {"F32": np.float32, "F16": np.float16}
 """numpy dtype of the unquantized types; a quantized tensor is given as its raw bytes (uint8)."""

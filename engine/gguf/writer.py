@@ -18,7 +18,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
-from engine.gguf.header import StringArray
+from sayso.engine.gguf.header import StringArray
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.conformer.text import Vocabulary, segment
-from engine.options import check_options
-from engine.gguf.reader import ModelFile
-from engine.gigaam.config import GigaamConfig
-from engine.gigaam.frontend import Frontend
-from engine.gigaam.model import GigaamModel
-from engine.ops import Ops
-from engine.transcript import Segment
+from sayso.engine.conformer.text import Vocabulary, segment
+from sayso.engine.options import check_options
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.gigaam.config import GigaamConfig
+from sayso.engine.gigaam.frontend import Frontend
+from sayso.engine.gigaam.model import GigaamModel
+from sayso.engine.ops import Ops
+from sayso.engine.transcript import Segment
 
 
 class GigaamTranscriber:

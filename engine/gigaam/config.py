@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
 
 MAX_SYMBOLS = 10  # transcribe.cpp's RNN-T tokens per frame (GigaAM's own decoder uses the same cap)
 

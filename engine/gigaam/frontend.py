@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.gguf.reader import ModelFile
-from engine.gigaam.config import GigaamConfig
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.gigaam.config import GigaamConfig
 
 
 class Frontend:

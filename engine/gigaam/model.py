@@ -9,15 +9,15 @@ with a bias), then ``pred.*``/``joint.*`` or ``head.ctc.*``.
 
 from __future__ import annotations
 
-from engine.conformer.attention import RotaryAttention
-from engine.conformer.block import ConformerBlock, conformer_block, conv_module
-from engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
-from engine.conformer.model import ConformerModel
-from engine.conformer.subsampling import StridedConv1d
-from engine.conformer.weights import require_shape
-from engine.gguf.reader import ModelFile
-from engine.gigaam.config import MAX_SYMBOLS, GigaamConfig
-from engine.ops import Ops
+from sayso.engine.conformer.attention import RotaryAttention
+from sayso.engine.conformer.block import ConformerBlock, conformer_block, conv_module
+from sayso.engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
+from sayso.engine.conformer.model import ConformerModel
+from sayso.engine.conformer.subsampling import StridedConv1d
+from sayso.engine.conformer.weights import require_shape
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.gigaam.config import MAX_SYMBOLS, GigaamConfig
+from sayso.engine.ops import Ops
 
 
 class GigaamModel(ConformerModel):

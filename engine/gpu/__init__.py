@@ -8,17 +8,17 @@ its kernels' modules are imported when first named (``engine.gpu.GpuOps``): an e
 device first and imports them while the driver starts it (``engine.backend``).
 """
 
-from engine.files import cache_dir
-from engine.gpu.wgpu_ffi import import_backend
+from sayso.engine.files import cache_dir
+from sayso.engine.gpu.wgpu_ffi import import_backend
 
 import_backend(cache_dir() / "wgpu")
 
-from engine.gpu.device import Device  # noqa: E402 - after the backend's import above
+from sayso.engine.gpu.device import Device  # noqa: E402 - after the backend's import above
 
 
 def __getattr__(name: str):
     if name == "GpuOps":
-        from engine.gpu.ops import GpuOps
+        from sayso.engine.gpu.ops import GpuOps
 
         return GpuOps
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

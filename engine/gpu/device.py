@@ -13,9 +13,9 @@ from concurrent.futures import Future
 
 import wgpu
 
-from engine.background import in_background
-from engine.errors import DeviceOpenError, GpuError
-from engine.gpu import instance
+from sayso.engine.background import in_background
+from sayso.engine.errors import DeviceOpenError, GpuError
+from sayso.engine.gpu import instance
 
 log = logging.getLogger(__name__)
 

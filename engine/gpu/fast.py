@@ -18,8 +18,8 @@ import os
 import numpy as np
 import wgpu
 
-from engine.errors import GpuError
-from engine.gpu.entry_points import FAST_VERSIONS, EntryPoint
+from sayso.engine.errors import GpuError
+from sayso.engine.gpu.entry_points import FAST_VERSIONS, EntryPoint
 
 FAST_ENV = "SAYSO_FAST"
 

@@ -21,7 +21,7 @@ import sys
 from concurrent.futures import Future
 from pathlib import Path
 
-from engine.background import in_background
+from sayso.engine.background import in_background
 
 log = logging.getLogger(__name__)
 

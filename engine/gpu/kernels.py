@@ -16,6 +16,7 @@ again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import logging
 import os
@@ -26,21 +27,18 @@ from pathlib import Path
 
 import wgpu
 
-from engine.errors import GpuError
-from engine.files import checksum, write_text_atomically
-from engine.gpu.device import Device
+from sayso.engine.errors import GpuError
+from sayso.engine.files import checksum, write_text_atomically
+from sayso.engine.gpu.device import Device
 
-SHADERS_ENV = "SAYSO_SHADERS"
 BUILD_THREADS = 8
 
 log = logging.getLogger(__name__)
 
 
 def shaders_dir() -> Path:
-    """Where the WGSL lives: ``$SAYSO_SHADERS``, else ``shaders/`` at the repository (or bundle) root."""
-    if os.environ.get(SHADERS_ENV):
-        return Path(os.environ[SHADERS_ENV])
-    return Path(__file__).resolve().parents[2] / "shaders"
+    """Where the WGSL lives: the package ``sayso.shaders`` (the repository's ``shaders/``), as installed."""
+    return Path(importlib.resources.files("sayso.shaders"))
 
 
 def module_source(module: str) -> str:

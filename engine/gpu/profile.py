@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
-from engine.errors import GpuError
-from engine.gpu.device import Device
+from sayso.engine.errors import GpuError
+from sayso.engine.gpu.device import Device
 
 CAPACITY = 2048  # dispatches per submission while timing: two timestamps each, a query set holds 4096
 

@@ -22,7 +22,7 @@ import itertools
 import wgpu
 from wgpu.backends.wgpu_native._api import ffi, lib
 
-from engine.errors import GpuError
+from sayso.engine.errors import GpuError
 
 POLLS = 100
 """Blocking polls before a mapping that hasn't completed is an error. A blocking poll returns when

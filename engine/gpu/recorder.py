@@ -47,12 +47,12 @@ import numpy as np
 import wgpu
 from wgpu.backends.wgpu_native._api import ffi, lib  # the pass's C calls (wgpu is pinned: pyproject)
 
-from engine.errors import GpuError
-from engine.gpu.device import Device
-from engine.gpu.entry_points import MARK, EntryPoint
-from engine.gpu.kernels import Kernels
-from engine.gpu.profile import CAPACITY, DispatchTimer
-from engine.gpu.readback import PendingRead, submit_for_index
+from sayso.engine.errors import GpuError
+from sayso.engine.gpu.device import Device
+from sayso.engine.gpu.entry_points import MARK, EntryPoint
+from sayso.engine.gpu.kernels import Kernels
+from sayso.engine.gpu.profile import CAPACITY, DispatchTimer
+from sayso.engine.gpu.readback import PendingRead, submit_for_index
 
 SLOT = 256  # minUniformBufferOffsetAlignment on every adapter we target
 SLOTS = 4096  # dispatches per submission before the recorder submits on its own

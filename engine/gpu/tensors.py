@@ -24,9 +24,9 @@ from functools import partial
 import numpy as np
 import wgpu
 
-from engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
-from engine.gpu.device import Device
-from engine.ops import WeightSource
+from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
+from sayso.engine.gpu.device import Device
+from sayso.engine.ops import WeightSource
 
 ROW_TILE = 64  # weight rows (N) are padded to a multiple of this
 COL_TILE = Q8_0_BLOCK  # weight columns (K) are padded to a multiple of this (one Q8_0 block)

@@ -30,8 +30,8 @@ from pathlib import Path
 import _cffi_backend
 import cffi
 
-from engine.files import checksum, write_text_atomically
-from engine.gpu import instance
+from sayso.engine.files import checksum, write_text_atomically
+from sayso.engine.gpu import instance
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,6 @@ def _compile(header: str) -> str:
         source = path.read_text()
     if GENERATED_HEAD not in source or "_cffi_backend.FFI(" not in source:
         raise RuntimeError("cffi generated a module of an unknown shape")
-    return source.replace(GENERATED_HEAD, "from engine.gpu.wgpu_ffi import CompiledFFI\n", 1).replace(
+    return source.replace(GENERATED_HEAD, f"from {__name__} import CompiledFFI\n", 1).replace(
         "_cffi_backend.FFI(", "CompiledFFI(", 1
     )

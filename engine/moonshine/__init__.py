@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.gguf.reader import ModelFile
-from engine.moonshine.decode import transcribe_utterance
-from engine.moonshine.model import MoonshineModel, Stem
-from engine.moonshine.tokenizer import Tokenizer
-from engine.ops import Ops
-from engine.options import check_options
-from engine.transcript import Segment
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.moonshine.decode import transcribe_utterance
+from sayso.engine.moonshine.model import MoonshineModel, Stem
+from sayso.engine.moonshine.tokenizer import Tokenizer
+from sayso.engine.ops import Ops
+from sayso.engine.options import check_options
+from sayso.engine.transcript import Segment
 
 WINDOW_SECONDS = 30.0
 """The longest piece: 6.5 tokens a second fill the decoder's 193 positions at 30 s, and Moonshine was

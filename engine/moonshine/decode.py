@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
-from engine.errors import NonFiniteOutput, check_interrupt
-from engine.moonshine.model import MIN_SAMPLES, EncoderOutput, MoonshineModel, Stem
-from engine.moonshine.tokenizer import Tokenizer
-from engine.transcript import Segment, Token
+from sayso.engine.errors import NonFiniteOutput, check_interrupt
+from sayso.engine.moonshine.model import MIN_SAMPLES, EncoderOutput, MoonshineModel, Stem
+from sayso.engine.moonshine.tokenizer import Tokenizer
+from sayso.engine.transcript import Segment, Token
 
 SAMPLE_RATE = 16000
 MAX_TOKENS_PER_SECOND = 6.5

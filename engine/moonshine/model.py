@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import ModelFileError, check_interrupt
-from engine.layers import (Attention, Linear, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm,
-                           norm_weight, vector)
-from engine.ops import Ops, Tensor
+from sayso.engine.errors import ModelFileError, check_interrupt
+from sayso.engine.layers import (Attention, Linear, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm,
+                                 norm_weight, vector)
+from sayso.engine.ops import Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
 STEM_KERNELS = (127, 7, 3)

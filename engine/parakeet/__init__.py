@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.conformer.text import Vocabulary, segment
-from engine.options import check_options
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops
-from engine.parakeet.config import ParakeetConfig
-from engine.parakeet.frontend import Frontend
-from engine.parakeet.model import ParakeetModel
-from engine.transcript import Segment
+from sayso.engine.conformer.text import Vocabulary, segment
+from sayso.engine.options import check_options
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops
+from sayso.engine.parakeet.config import ParakeetConfig
+from sayso.engine.parakeet.frontend import Frontend
+from sayso.engine.parakeet.model import ParakeetModel
+from sayso.engine.transcript import Segment
 
 
 class ParakeetTranscriber:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import ModelFileError
-from engine.gguf.reader import ModelFile
+from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf.reader import ModelFile
 
 HEAD_KINDS = ("tdt", "rnnt", "ctc")
 FULL_ATTENTION_WINDOW = 256

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.convert.mel import mel_filterbank
-from engine.parakeet.config import ParakeetConfig
+from sayso.engine.convert.mel import mel_filterbank
+from sayso.engine.parakeet.config import ParakeetConfig
 
 LOG_GUARD = 2.0**-24  # NeMo's log_zero_guard_value
 NORMALIZE_EPS = 1e-5

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import math
 
-from engine.conformer.attention import RelPositionAttention
-from engine.conformer.block import ConformerBlock, conformer_block, conv_module
-from engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
-from engine.conformer.model import ConformerModel
-from engine.conformer.subsampling import DepthwiseStridingConv2d
-from engine.conformer.weights import require_shape
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops
-from engine.parakeet.config import ParakeetConfig
+from sayso.engine.conformer.attention import RelPositionAttention
+from sayso.engine.conformer.block import ConformerBlock, conformer_block, conv_module
+from sayso.engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
+from sayso.engine.conformer.model import ConformerModel
+from sayso.engine.conformer.subsampling import DepthwiseStridingConv2d
+from sayso.engine.conformer.weights import require_shape
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops
+from sayso.engine.parakeet.config import ParakeetConfig
 
 
 class ParakeetModel(ConformerModel):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.gguf.reader import ModelFile
-from engine.ops import Ops
-from engine.transcript import Segment
-from engine.whisper.decode import WINDOW_SECONDS, transcribe_window
-from engine.whisper.frontend import BackendLogMel, LogMel
-from engine.whisper.model import WhisperModel
-from engine.whisper.tokenizer import Tokenizer
+from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops
+from sayso.engine.transcript import Segment
+from sayso.engine.whisper.decode import WINDOW_SECONDS, transcribe_window
+from sayso.engine.whisper.frontend import BackendLogMel, LogMel
+from sayso.engine.whisper.model import WhisperModel
+from sayso.engine.whisper.tokenizer import Tokenizer
 
 SAMPLE_RATE = 16000
 

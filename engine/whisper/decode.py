@@ -35,11 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.errors import NonFiniteOutput
-from engine.ops import WhisperRules
-from engine.transcript import Segment, Token
-from engine.whisper.model import DecoderState, WhisperConfig, WhisperModel
-from engine.whisper.tokenizer import TIMESTAMP_SECONDS, Tokenizer
+from sayso.engine.errors import NonFiniteOutput
+from sayso.engine.ops import WhisperRules
+from sayso.engine.transcript import Segment, Token
+from sayso.engine.whisper.model import DecoderState, WhisperConfig, WhisperModel
+from sayso.engine.whisper.tokenizer import TIMESTAMP_SECONDS, Tokenizer
 
 SAMPLE_LEN = 224  # most tokens sampled per window: n_text_ctx // 2, as OpenAI
 MAX_INITIAL_TIMESTAMP = 1.0  # seconds: the first segment starts within the first second

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.cpu.ops import in_blocks, whisper_log_mel
-from engine.ops import Ops, Tensor, WeightSource
+from sayso.engine.cpu.ops import in_blocks, whisper_log_mel
+from sayso.engine.ops import Ops, Tensor, WeightSource
 
 SAMPLE_RATE = 16000
 HOP_LENGTH = 160  # 10 ms: one mel frame per hop; the encoder halves this to 20 ms per output position

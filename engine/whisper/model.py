@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import ModelFileError
-from engine.layers import Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm, norm
-from engine.ops import Ops, Position, Tensor
+from sayso.engine.errors import ModelFileError
+from sayso.engine.layers import Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm, norm
+from sayso.engine.ops import Ops, Position, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
 CONV_KERNEL = 3

@@ -23,7 +23,7 @@ class AppProcess:
         (data_dir / "settings.json").write_text(json.dumps(settings))
         self.env = {**os.environ, **(env or {}), "SAYSO_DATA_DIR": str(data_dir), "QT_QPA_PLATFORM": "xcb"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", *args],
+            [sys.executable, "-m", "sayso", *args],
             cwd=REPO,
             env=self.env,
             stdout=subprocess.DEVNULL,
@@ -62,7 +62,7 @@ class AppProcess:
     def run(self, *args: str) -> subprocess.CompletedProcess:
         """Another ``sayso`` invocation against this instance (e.g. ``--toggle``)."""
         return subprocess.run(
-            [sys.executable, "-m", "app", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "sayso", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=60
         )
 
     def stop(self) -> int:

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from huggingface_hub import constants
 
-from engine import hub
-from engine.gguf.writer import Meta, TensorOut, write_gguf
+from sayso.engine import hub
+from sayso.engine.gguf.writer import Meta, TensorOut, write_gguf
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 CHUNK = constants.DOWNLOAD_CHUNK_SIZE  # huggingface_hub writes what it receives in pieces of this size

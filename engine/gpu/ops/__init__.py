@@ -6,13 +6,13 @@ SwiGLU, rotary), ``conv`` (im2col, depthwise conv), ``attention`` (flash attenti
 ``select`` (Whisper's greedy token selection), ``frontend`` (Whisper's log-mel normalisation).
 """
 
-from engine.gpu.ops.attention import AttentionOps
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.ops.conv import ConvOps
-from engine.gpu.ops.frontend import FrontendOps
-from engine.gpu.ops.linear import LinearOps
-from engine.gpu.ops.norm import NormOps
-from engine.gpu.ops.select import SelectOps
+from sayso.engine.gpu.ops.attention import AttentionOps
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.ops.conv import ConvOps
+from sayso.engine.gpu.ops.frontend import FrontendOps
+from sayso.engine.gpu.ops.linear import LinearOps
+from sayso.engine.gpu.ops.norm import NormOps
+from sayso.engine.gpu.ops.select import SelectOps
 
 
 class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, SelectOps, FrontendOps, GpuOpsBase):

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import wgpu
 
-from engine.errors import GpuError
-from engine.gpu.entry_points import ATTENTION, ATTENTION_TILED, KV_ATTEND, KV_COMBINE, KV_PACK, REL_SCORES
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.recorder import grid
-from engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
-from engine.ops import Position
+from sayso.engine.errors import GpuError
+from sayso.engine.gpu.entry_points import ATTENTION, ATTENTION_TILED, KV_ATTEND, KV_COMBINE, KV_PACK, REL_SCORES
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.recorder import grid
+from sayso.engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
+from sayso.engine.ops import Position
 
 MAX_HEAD_DIM = 128
 """Largest head size the kernels take: 8 threads per query row times 4 quads of 4 output dims per

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import wgpu
 
-from engine.gpu.device import Device
-from engine.gpu.entry_points import ADVANCE, EntryPoint
-from engine.gpu.fast import FastTier
-from engine.gpu.kernels import Kernels, known_pipelines_file
-from engine.gpu.recorder import Recorder, Replay
-from engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, ModelUpload
-from engine.ops import Ops, Position, WeightSource
+from sayso.engine.gpu.device import Device
+from sayso.engine.gpu.entry_points import ADVANCE, EntryPoint
+from sayso.engine.gpu.fast import FastTier
+from sayso.engine.gpu.kernels import Kernels, known_pipelines_file
+from sayso.engine.gpu.recorder import Recorder, Replay
+from sayso.engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, ModelUpload
+from sayso.engine.ops import Ops, Position, WeightSource
 
 
 class GpuOpsBase(Ops):

@@ -9,10 +9,10 @@ only k taps per channel, so it is computed directly. Parakeet's 2-D subsampling 
 
 from __future__ import annotations
 
-from engine.gpu.entry_points import CHANNELS_MAJOR, DEPTHWISE_3X3_S2, DEPTHWISE_CONV, IM2COL, IM2COL_3X3_S2
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.recorder import grid
-from engine.gpu.tensors import GpuTensor
+from sayso.engine.gpu.entry_points import CHANNELS_MAJOR, DEPTHWISE_3X3_S2, DEPTHWISE_CONV, IM2COL, IM2COL_3X3_S2
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.recorder import grid
+from sayso.engine.gpu.tensors import GpuTensor
 
 THREADS = 256  # workgroup size of the conv kernels (WG in conv.wgsl)
 

@@ -3,9 +3,9 @@ once the products that make them (``gemm``) have run."""
 
 from __future__ import annotations
 
-from engine.gpu.entry_points import WHISPER_LOG_MEL
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.tensors import GpuTensor
+from sayso.engine.gpu.entry_points import WHISPER_LOG_MEL
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.tensors import GpuTensor
 
 
 class FrontendOps(GpuOpsBase):

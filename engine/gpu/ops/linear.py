@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.gpu.entry_points import ADD, ARGMAX, EMBED, GEMM, GEMV
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.recorder import grid
-from engine.gpu.tensors import GpuTensor, GpuWeight
-from engine.ops import Activation, Position, RowNorm
+from sayso.engine.gpu.entry_points import ADD, ARGMAX, EMBED, GEMM, GEMV
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.recorder import grid
+from sayso.engine.gpu.tensors import GpuTensor, GpuWeight
+from sayso.engine.ops import Activation, Position, RowNorm
 
 ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4, "square": 5}  # gemm.wgsl's ACT
 WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import wgpu
 
-from engine.gpu.entry_points import (GLU, GROUP_APPLY, GROUP_COMBINE, GROUP_STATS, LAYER_NORM, ROTARY, SOFTMAX, SWIGLU,
-                                     EntryPoint)
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.recorder import grid
-from engine.gpu.tensors import GpuTensor
+from sayso.engine.gpu.entry_points import (GLU, GROUP_APPLY, GROUP_COMBINE, GROUP_STATS, LAYER_NORM, ROTARY, SOFTMAX,
+                                           SWIGLU, EntryPoint)
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.recorder import grid
+from sayso.engine.gpu.tensors import GpuTensor
 
 ROW_THREADS = 256  # most threads a row reduction uses; rows longer than this loop
 ELEMENT_THREADS = 256  # workgroup size of the elementwise kernels (WG in their shaders)

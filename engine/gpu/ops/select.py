@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
-from engine.gpu.entry_points import WHISPER_SELECT
-from engine.gpu.ops.base import GpuOpsBase
-from engine.gpu.tensors import GpuTensor
-from engine.ops import WhisperRules
+from sayso.engine.gpu.entry_points import WHISPER_SELECT
+from sayso.engine.gpu.ops.base import GpuOpsBase
+from sayso.engine.gpu.tensors import GpuTensor
+from sayso.engine.ops import WhisperRules
 
 HEADER = 2  # state words before the tokens: count, last chosen timestamp (whisper_select.wgsl)
 STEPS_PER_READ = 2

@@ -1,6 +1,6 @@
-"""Regenerate the files beside this script: PNG renders of sayso.svg and the two sound cues.
+"""Regenerate files of resources/: PNG renders of sayso.svg and the two sound cues.
 
-Run with the project's Python (``python resources/generate.py``) after changing the icon or the cue
+Run with the project's Python (``python packaging/generate_resources.py``) after changing the icon or the cue
 recipe; the outputs are committed so that the app needs neither step at run time.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "resources"
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 CUE_RATE = 48000
 

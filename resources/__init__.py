@@ -1,0 +1,1 @@
+"""Icons, sounds and the voice activity model: package data of ``sayso``."""

@@ -1,0 +1,16 @@
+"""Maps the repository's top-level folders into the one import package ``sayso``.
+
+``app/`` -> ``sayso.app``, ``engine/`` -> ``sayso.engine`` (with their subpackages), ``shaders/`` ->
+``sayso.shaders``, ``resources/`` -> ``sayso.resources``; ``sayso/`` holds the package's own
+``__init__`` and ``__main__``. Everything else (metadata, package data) is in pyproject.toml.
+"""
+
+from setuptools import find_namespace_packages, setup
+
+FOLDERS = ("app", "engine", "shaders", "resources")
+
+setup(
+    package_dir={"sayso": "sayso", **{f"sayso.{folder}": folder for folder in FOLDERS}},
+    # Namespace search, so that resources/icons (data only) is a package too.
+    packages=["sayso", *(f"sayso.{name}" for name in find_namespace_packages(include=[f"{f}*" for f in FOLDERS]))],
+)

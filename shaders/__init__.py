@@ -1,0 +1,1 @@
+"""The WGSL kernels, package data of ``sayso`` (read by ``sayso.engine.gpu.kernels``)."""
