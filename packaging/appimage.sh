@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Wraps the one-folder app (dist/sayso/, from packaging/build.sh) into an AppImage: lays out
-# build/Sayso.AppDir (AppRun, sayso.desktop, icons) and runs appimagetool on it.
-#   bash packaging/appimage.sh               # -> dist/Sayso-x86_64.AppImage
-# appimagetool is taken from $APPIMAGETOOL or PATH. Being an AppImage itself it needs FUSE; where
-# there is none (containers, CI) it is run with --appimage-extract-and-run.
+# build/Sayso.AppDir (AppRun, the desktop entry, icons, AppStream metainfo), packs it as a zstd squashfs
+# (Debian's squashfs-tools) behind the AppImage runtime (packaging/appimage_runtime.sh), then checks it
+# as a user's first start: an empty HOME, no network, voice detection on.
+#   bash packaging/appimage.sh SPEECH.wav    # -> dist/Sayso-x86_64.AppImage
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sample="$(realpath "${1:?usage: bash packaging/appimage.sh SPEECH.wav}")"
 [[ -x dist/sayso/sayso ]] || { echo "No dist/sayso: run bash packaging/build.sh first" >&2; exit 1; }
+runtime=build/appimage-runtime/runtime-x86_64
+[[ -x $runtime ]] || bash packaging/appimage_runtime.sh
+command -v mksquashfs >/dev/null || { echo "mksquashfs not found: apt install squashfs-tools" >&2; exit 1; }
 
 appdir=build/Sayso.AppDir
 rm -rf "$appdir"
-mkdir -p "$appdir/usr/lib" "$appdir/usr/share/applications"
+mkdir -p "$appdir/usr/lib" "$appdir/usr/share/applications" "$appdir/usr/share/metainfo"
 cp -a dist/sayso "$appdir/usr/lib/sayso"
 cp packaging/sayso.desktop "$appdir/sayso.desktop"
 cp packaging/sayso.desktop "$appdir/usr/share/applications/sayso.desktop"
+cp packaging/io.github.sayso.Sayso.metainfo.xml "$appdir/usr/share/metainfo/"
 for size in 16 24 32 48 128 256 512; do
     mkdir -p "$appdir/usr/share/icons/hicolor/${size}x${size}/apps"
     cp "resources/sayso-$size.png" "$appdir/usr/share/icons/hicolor/${size}x${size}/apps/sayso.png"
@@ -27,14 +32,22 @@ here="$(dirname "$(readlink -f "$0")")"
 exec "$here/usr/lib/sayso/sayso" "$@"
 RUN
 chmod +x "$appdir/AppRun"
-echo "AppDir ready: $appdir"
 
-tool="${APPIMAGETOOL:-$(command -v appimagetool || true)}"
-if [[ -z "$tool" ]]; then
-    echo "appimagetool not found: download it from the AppImage project's releases and set APPIMAGETOOL=path" >&2
-    exit 1
-fi
-extract=()
-[[ -e /dev/fuse ]] || extract=(--appimage-extract-and-run)
-ARCH=x86_64 "$tool" "${extract[@]}" "$appdir" dist/Sayso-x86_64.AppImage
-echo "Built dist/Sayso-x86_64.AppImage"
+start=$SECONDS
+mksquashfs "$appdir" build/Sayso.squashfs -root-owned -noappend -comp zstd -quiet
+cat "$runtime" build/Sayso.squashfs > dist/Sayso-x86_64.AppImage
+chmod +x dist/Sayso-x86_64.AppImage
+rm build/Sayso.squashfs
+echo "Built dist/Sayso-x86_64.AppImage in $((SECONDS - start)) s: $(du -h dist/Sayso-x86_64.AppImage | cut -f1)"
+
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+mkdir -m 700 "$home/runtime"
+offline=(unshare -n)
+unshare -n true 2>/dev/null || offline=(unshare -rn)
+"${offline[@]}" true 2>/dev/null || { echo "No network namespace here: the check runs online" >&2; offline=(); }
+start=$SECONDS
+# Where FUSE can't mount it, the runtime extracts the image to a temporary folder and runs it from there.
+env -i PATH="$PATH" HOME="$home" XDG_RUNTIME_DIR="$home/runtime" QT_QPA_PLATFORM=offscreen \
+    "${offline[@]}" dist/Sayso-x86_64.AppImage --selftest "$sample"
+echo "Selftest passed in $((SECONDS - start)) s (empty HOME, ${offline[*]:-network on})"
