@@ -35,7 +35,7 @@ from sayso.app.history_view import HistoryPage, entry_meta
 from sayso.app.hotkeys import HotkeyListener, display_server, format_hotkey
 from sayso.app.locations import settings_file
 from sayso.app.main_window import MainWindow
-from sayso.app.overlay import Overlay
+from sayso.app.overlay import Overlay, can_float
 from sayso.app.recorder import Recorder, RecorderError, rescan_devices
 from sayso.app.refusals import environment_error
 from sayso.app.settings import Settings, SettingsStore
@@ -166,8 +166,9 @@ class Coordinator(QObject):
         self.window.activateWindow()
 
     def quit(self) -> None:
-        self.shutdown()
         self.window.quitting = True  # else, with a tray, the open window would hide itself and stop the quit
+        self.window.hide()  # first: Qt's Wayland backend crashed painting it while the rest shut down
+        self.shutdown()
         QApplication.quit()
 
     def shutdown(self) -> None:
@@ -343,7 +344,7 @@ class Coordinator(QObject):
                           hands_free=hands_free, stream=self.client.take_id)
         if self.settings.cues:
             self.cues.play("start")
-        if self.settings.overlay:
+        if self._overlay_shown:
             self.overlay.show_recording()
         self._level_timer.start()
         self._refresh_state()
@@ -356,7 +357,7 @@ class Coordinator(QObject):
             return
         self._take.stopping = True
         self._take.released = time.monotonic()
-        if self.settings.overlay:
+        if self._overlay_shown:
             self.overlay.show_transcribing()
         self._refresh_state()
         QTimer.singleShot(TAIL_MS, self._finish_take)
@@ -384,7 +385,7 @@ class Coordinator(QObject):
         job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt,
                                         take=stream)
         self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000)
-        if self.settings.overlay:
+        if self._overlay_shown:
             self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
         self.history_page.refresh()
         self._refresh_state()
@@ -395,7 +396,7 @@ class Coordinator(QObject):
         self.overlay.set_level(level)
 
     def _on_preview(self, text: str) -> None:
-        if self._take is not None and self.settings.overlay:
+        if self._take is not None and self._overlay_shown:
             self.overlay.set_text(text)
 
     def _on_speech_ended(self, stream: int) -> None:
@@ -454,7 +455,7 @@ class Coordinator(QObject):
         if result.delivered:
             log.info("delivered %d characters by %s, %.0f ms after key-up", len(text), result.method, elapsed)
             self._show_last_dictation()
-            if self.settings.overlay:
+            if self._overlay_shown:
                 self.overlay.show_message("Inserted", "ok", 900)
         else:
             self._show_last_dictation(kept=result.message)
@@ -476,9 +477,16 @@ class Coordinator(QObject):
         items = [(e.text if e.status == "done" else "", entry_meta(e)) for e in entries]
         self.dictation_page.show_recent(items, kept or (entries[0].error if entries else ""))
 
+    @property
+    def _overlay_shown(self) -> bool:
+        return self.settings.overlay and can_float()
+
     def _show_message(self, message: str, kind: str) -> None:
-        if self.settings.overlay:
+        """A short message: on the overlay, or, where it can't be shown, on the main window."""
+        if self._overlay_shown:
             self.overlay.show_message(message, kind)
+        elif not can_float():  # Wayland: the user would otherwise never see it
+            self.dictation_page.notice.show_text(message)
 
     def _on_engine_warning(self, message: str) -> None:
         """The engine hit a problem it worked around (the GPU failed: it moved to the CPU)."""

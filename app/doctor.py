@@ -90,24 +90,17 @@ def audio_input() -> list[str]:
 
 
 def hotkey_support() -> list[str]:
-    from sayso.app import portal_shortcut
-    from sayso.app.hotkeys import WAYLAND_HINT, display_server
+    from sayso.app.hotkeys import display_server, shortcut_route
 
-    server = display_server()
-    if server == "wayland":
-        if portal_shortcut.available():
-            return [f"{OK}Wayland session with the desktop's global-shortcuts portal: hold to talk works; the "
-                    "desktop may ask you to confirm the shortcut at the first start."]  # fmt: skip
-        return [f"{FIX}Wayland session. {WAYLAND_HINT}"]
-    if server == "":
-        return [f"{FIX}No desktop session (DISPLAY and WAYLAND_DISPLAY are unset): the shortcut needs one. "
-                "`sayso transcribe FILE` works without it."]  # fmt: skip
+    works, why = shortcut_route()
+    if not works or display_server() != "x11":
+        return [f"{OK if works else FIX}{why}"]
     try:
         from pynput import keyboard  # noqa: F401 - importing is the check: it connects to the X display
     except Exception as error:  # noqa: BLE001 - pynput raises several kinds when X is unusable
         return [f"{FIX}X11 session (DISPLAY={os.environ.get('DISPLAY')}), but pynput can't use it ({error}). "
                 "Check that the X server accepts connections (xhost) and has the RECORD extension."]  # fmt: skip
-    return [f"{OK}X11 session (DISPLAY={os.environ.get('DISPLAY')}): the global shortcut works everywhere."]
+    return [f"{OK}{why} (DISPLAY={os.environ.get('DISPLAY')})"]
 
 
 def text_delivery() -> list[str]:

@@ -121,6 +121,21 @@ def display_server() -> str:
     return "x11" if os.environ.get("DISPLAY") else ""
 
 
+def shortcut_route() -> tuple[bool, str]:
+    """How the shortcut reaches Sayso in this session, as Settings and ``sayso doctor`` say it: whether it
+    works, and how or why not."""
+    server = display_server()
+    if server == "wayland":
+        if portal_shortcut.available():
+            return True, ("Wayland: the shortcut goes through your desktop's global-shortcuts portal, so hold to "
+                          "talk works; the desktop may ask you to confirm it the first time.")  # fmt: skip
+        return False, WAYLAND_HINT
+    if server == "":
+        return False, ("No desktop session (DISPLAY and WAYLAND_DISPLAY are unset): the shortcut needs one. "
+                       "`sayso transcribe FILE` works without it.")  # fmt: skip
+    return True, "X11: Sayso takes the shortcut for itself, so the app you are typing in never receives it."
+
+
 def _key_name(keyboard, listener, key) -> str:
     """pynput's key -> our name: sided modifiers as ctrl_l/alt_r/..., characters lowercased."""
     if isinstance(key, keyboard.Key):

@@ -7,6 +7,11 @@ override-redirect window can't be focused or listed in the taskbar).
 
 States: recording (red pulsing dot, level bars, elapsed time, words so far), transcribing (amber),
 and a short message (delivered, kept, error) that hides itself.
+
+On Wayland no client may place its own window: only a layer-shell surface floats above the others
+without taking focus or space, and Qt offers none, so an overlay there would be an ordinary window that
+the compositor tiles or centres. There is no overlay on Wayland (``can_float``): the tray icon shows
+the state, and messages go to the main window and the desktop's notifications.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ WIDTH = 400
 BOTTOM_MARGIN = 72
 MESSAGE_MS = 3500
 _KIND_COLORS = {"ok": COLORS["ok"], "warn": COLORS["working"], "error": COLORS["recording"], "info": "#A5B4FC"}
+
+
+def can_float() -> bool:
+    """Whether this session can show the overlay: not on Wayland (see above)."""
+    return not QGuiApplication.platformName().startswith("wayland")
 
 
 class Overlay(QWidget):

@@ -19,7 +19,8 @@ from PySide6.QtWidgets import (
 )
 
 from sayso.app import assets
-from sayso.app.hotkeys import WAYLAND_HINT, display_server, format_hotkey, parse_hotkey
+from sayso.app.hotkeys import format_hotkey, parse_hotkey, shortcut_route
+from sayso.app.overlay import can_float
 from sayso.app.recorder import RecorderError, input_devices
 from sayso.app.settings import Settings
 from sayso.app.style import COLORS
@@ -173,16 +174,20 @@ class SettingsPage(QWidget):
         self._loading = False
         column = scrolling_page(self, "Settings", "Changes apply right away.")
 
-        if display_server() == "wayland":
-            wayland = NoticeBar()
-            wayland.show_text(WAYLAND_HINT)
-            column.addWidget(wayland)
+        shortcut_works, shortcut_how = shortcut_route()
+        if not shortcut_works:
+            notice = NoticeBar()
+            notice.show_text(shortcut_how)
+            column.addWidget(notice)
 
         # --- dictation
         card = Card("Dictation")
         self.shortcut = ShortcutEdit()
         self.shortcut.changed.connect(self._changed)
-        card.body.addWidget(_row("Shortcut", "Click the field, then press the keys you want to use.", self.shortcut))
+        how = f" {shortcut_how}" if shortcut_works else ""
+        card.body.addWidget(
+            _row("Shortcut", f"Click the field, then press the keys you want to use.{how}", self.shortcut)
+        )
         self.mode = QComboBox()
         self.mode.addItem("Hold to talk", "hold")
         self.mode.addItem("Press to start, press to stop", "toggle")
@@ -212,11 +217,12 @@ class SettingsPage(QWidget):
         card.body.addWidget(_row("Sound cues", "A short tone when recording starts and stops.", self.cues))
         self.overlay = QCheckBox("Show while recording")
         self.overlay.toggled.connect(self._changed)
-        card.body.addWidget(
-            _row(
-                "Floating indicator", "A small bar at the bottom of the screen; it never takes the focus.", self.overlay
-            )
-        )
+        floating = "A small bar at the bottom of the screen; it never takes the focus."
+        if not can_float():
+            self.overlay.setEnabled(False)
+            floating = ("Not on Wayland, where an app can't place a bar above the others: the tray icon shows "
+                        "when Sayso listens, and messages appear here and as notifications.")  # fmt: skip
+        card.body.addWidget(_row("Floating indicator", floating, self.overlay))
         self.preview = QCheckBox("Show words while speaking")
         self.preview.toggled.connect(self._changed)
         card.body.addWidget(_row("Live text", "Transcribes as you speak. Uses more processing power.", self.preview))

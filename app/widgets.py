@@ -110,9 +110,11 @@ class PageHeader(QWidget):
         texts = QVBoxLayout()
         texts.setSpacing(2)
         texts.addWidget(label(title, "PageTitle"))
+        # Always in the layout, hidden while empty: a label left out of it has no parent, and showing it
+        # later (``DictationPage.set_hint``) would open it as a window of its own.
         self.subtitle = label(subtitle, "Muted", wrap=True)
-        if subtitle:
-            texts.addWidget(self.subtitle)
+        self.subtitle.setVisible(bool(subtitle))
+        texts.addWidget(self.subtitle)
         row.addLayout(texts, 1)
         self.actions = QHBoxLayout()
         self.actions.setSpacing(8)

@@ -83,6 +83,30 @@ def test_hold_to_talk_pastes_into_another_app(sayso, desktop, windows):
     assert rate == 16000 and len(recorded) / rate >= 11.0  # pre-roll and tail included
 
 
+def test_a_clipboard_of_several_types_comes_back_whole_after_a_paste(sayso, desktop, windows):
+    """What the user had copied (here an image, its text and a type of the copying app's own) is on the
+    clipboard again after the dictation was pasted, in every type."""
+    editor = windows("sayso-e2e-clipboard")
+    editor.command("clipboard-image a chart of the quarter")
+    before = editor.clipboard_contents()
+    assert before["image"] == [24, 16, "#3366cc"] and "application/x-sayso-test" in before["formats"]
+    editor.focus()
+    time.sleep(0.3)
+    logged = len(sayso.log)
+    xdotool("keydown", "ctrl+space")
+    desktop.play(JFK)
+    xdotool("keyup", "ctrl+space")
+    assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
+    sayso.wait_for_log(r"delivered \d+ characters by paste", timeout=30, since=logged)
+    # The editor learns of the clipboard's new owner by an X event that may trail the log line a little.
+    same = ("clipboard", "image", "own")
+    deadline = time.monotonic() + 5
+    while [(after := editor.clipboard_contents())[k] for k in same] != [before[k] for k in same]:
+        assert time.monotonic() < deadline, (after, before)
+        time.sleep(0.2)
+    assert set(before["formats"]) <= set(after["formats"])  # offered again, now from Sayso (X11 adds its own)
+
+
 @needs_clips("beckett.wav")
 def test_toggle_from_a_desktop_shortcut_types_into_a_terminal(sayso, desktop, tmp_path):
     out = tmp_path / "typed.txt"

@@ -2,6 +2,8 @@
 
 import json
 
+from e2e.fixtures import portal, session_bus  # noqa: F401 - fixtures
+
 from sayso.app.settings import Settings, SettingsStore
 
 
@@ -61,3 +63,31 @@ def test_settings_and_log_follow_the_xdg_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("SAYSO_DATA_DIR", str(tmp_path / "portable"))
     assert settings_file(data_dir()) == tmp_path / "portable" / "settings.json"
     assert log_file(data_dir()) == tmp_path / "portable" / "sayso.log"
+
+
+def _texts(widget) -> str:
+    from PySide6.QtWidgets import QLabel
+
+    return " ".join(child.text() for child in widget.findChildren(QLabel) if child.isVisibleTo(widget))
+
+
+def test_the_settings_page_says_how_the_shortcut_reaches_sayso(qtbot, tmp_path, monkeypatch, portal):
+    """X11: taken from the focused app; Wayland with the portal (a double on a real session bus): through
+    it, hold to talk working; Wayland without one: the hint to bind ``sayso --toggle``."""
+    from sayso.app.hotkeys import WAYLAND_HINT
+    from sayso.app.settings_view import SettingsPage
+
+    def page_text() -> str:
+        page = SettingsPage(Settings(), tmp_path)
+        qtbot.addWidget(page)
+        return _texts(page)
+
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("XDG_SESSION_TYPE", raising=False)
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert "X11: Sayso takes the shortcut for itself" in page_text()
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    text = page_text()
+    assert "global-shortcuts portal, so hold to talk works" in text and WAYLAND_HINT not in text
+    portal.close()
+    assert WAYLAND_HINT in page_text()

@@ -51,7 +51,8 @@ def test_doctor_says_when_x11_is_unusable(tmp_path):
     # A display number with no X server (other tests may run Xvfb on low ones), in a fresh process:
     # pynput connects to the display when first imported, and only then.
     display = next(f":{n}" for n in range(700, 800) if not Path(f"/tmp/.X11-unix/X{n}").exists())
-    done = run(["-c", "from app.doctor import hotkey_support; print(*hotkey_support())"], tmp_path, DISPLAY=display)
+    script = "from sayso.app.doctor import hotkey_support; print(*hotkey_support())"
+    done = run(["-c", script], tmp_path, DISPLAY=display)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("  fix") and f"DISPLAY={display}" in done.stdout
     assert "pynput can't use it" in done.stdout
@@ -62,7 +63,7 @@ def test_selftest_transcribes_with_the_default_model_without_qt(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "whisper-tiny.en.gguf").symlink_to(TINY_EN_GGUF)
     script = (
-        "import sys; from app.cli import main; code = main(['--selftest', sys.argv[1]]); "
+        "import sys; from sayso.app.cli import main; code = main(['--selftest', sys.argv[1]]); "
         "assert not any(m.startswith('PySide6') for m in sys.modules), 'the selftest imported Qt'; sys.exit(code)"
     )
     done = run(["-c", script, str(AUDIO / "jfk.wav")], tmp_path)

@@ -21,7 +21,7 @@ class AppProcess:
     def __init__(self, data_dir: Path, settings: dict, *args: str, env: dict | None = None, preexec_fn=None):
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "settings.json").write_text(json.dumps(settings))
-        self.env = {**os.environ, **(env or {}), "SAYSO_DATA_DIR": str(data_dir), "QT_QPA_PLATFORM": "xcb"}
+        self.env = {**os.environ, "QT_QPA_PLATFORM": "xcb", **(env or {}), "SAYSO_DATA_DIR": str(data_dir)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sayso", *args],
             cwd=REPO,
@@ -39,10 +39,11 @@ class AppProcess:
         for line in self.process.stderr:
             self._lines.put(line.rstrip("\n"))
 
-    def wait_for_log(self, pattern: str, timeout: float) -> re.Match:
-        """The first log line (from the start) that matches ``pattern``; fails after ``timeout`` seconds."""
+    def wait_for_log(self, pattern: str, timeout: float, since: int = 0) -> re.Match:
+        """The first log line from line ``since`` (by default the start) that matches ``pattern``; fails
+        after ``timeout`` seconds."""
         regex = re.compile(pattern)
-        for line in self.log:
+        for line in self.log[since:]:
             if match := regex.search(line):
                 return match
         deadline = time.monotonic() + timeout

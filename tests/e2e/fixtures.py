@@ -14,15 +14,17 @@ from e2e.portal import PortalDouble
 from e2e.services import (
     Pulse,
     SessionBus,
+    Sway,
     SystemTray,
     XServer,
     start_pulse,
     start_session_bus,
+    start_sway,
     start_tray,
     start_xvfb,
 )
 
-_started: dict[str, XServer | Pulse | SystemTray | SessionBus] = {}
+_started: dict[str, XServer | Pulse | SystemTray | SessionBus | Sway] = {}
 
 
 def _once(name: str, start):
@@ -40,6 +42,12 @@ def x_display(monkeypatch) -> str:
     monkeypatch.setenv("XDG_SESSION_TYPE", "x11")
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     return server.display
+
+
+@pytest.fixture(scope="module")
+def sway() -> Sway:
+    """A headless sway compositor; apps reach it with WAYLAND_DISPLAY=sway.display."""
+    return _once("sway", start_sway)
 
 
 @pytest.fixture

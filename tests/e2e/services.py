@@ -1,4 +1,5 @@
-"""Xvfb and a PulseAudio null sink for the end-to-end tests: reused when running, started otherwise.
+"""Xvfb, sway, a PulseAudio null sink, a session bus and a notification daemon for the end-to-end
+tests: reused when running, started otherwise.
 
 A missing tool fails the test with the apt-get line that installs it: the end-to-end tests are the
 only proof that dictation reaches another app, so they never skip.
@@ -10,6 +11,7 @@ the app's microphone hears; a silent low-latency ``pacat`` keeps the monitor flo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -34,6 +36,8 @@ APT_PACKAGES = {
     "xwininfo": "x11-utils",
     "dbus-daemon": "dbus-daemon",
     "dunst": "dunst",
+    "sway": "sway",
+    "swaymsg": "sway",
 }
 SINK = "vsink"
 
@@ -282,3 +286,58 @@ def _bus_has(name: str) -> bool:
 
     with open_dbus_connection(bus="SESSION") as connection:
         return bool(connection.send_and_get_reply(message_bus.NameHasOwner(name)).body[0])
+
+
+@dataclass
+class Sway:
+    """A headless sway (wlroots' headless backend, pixman rendering): a real Wayland compositor with no
+    screen. ``display`` is its socket's absolute path, which Wayland clients take as WAYLAND_DISPLAY."""
+
+    folder: Path
+    process: subprocess.Popen
+    user: list[str]  # the command prefix that runs as sway's user (sway refuses to run as root)
+
+    @property
+    def display(self) -> str:
+        return str(self.folder / "wayland-1")
+
+    def windows(self) -> list[dict]:
+        """Every window sway manages (tiled or floating): its app_id, title, pid and rectangle."""
+        socket = next(self.folder.glob("sway-ipc.*.sock"))
+        tree = subprocess.run([*self.user, "swaymsg", "-s", str(socket), "-t", "get_tree", "-r"],
+                              capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+        found: list[dict] = []
+
+        def walk(node: dict) -> None:
+            if node.get("type") in ("con", "floating_con") and node.get("pid"):
+                found.append({k: node.get(k) for k in ("app_id", "name", "pid", "rect")})
+            for child in node.get("nodes", []) + node.get("floating_nodes", []):
+                walk(child)
+
+        walk(json.loads(tree))
+        return found
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_sway() -> Sway:
+    """sway on its own 0700 runtime folder, as ``nobody`` when the tests run as root."""
+    require("sway", "swaymsg")
+    folder = Path(tempfile.mkdtemp(prefix="sway-"))
+    user: list[str] = []
+    if os.getuid() == 0:
+        shutil.chown(folder, "nobody")
+        user = ["runuser", "-u", "nobody", "--"]
+    folder.chmod(0o700)
+    config = folder / "config"
+    config.write_text("output HEADLESS-1 resolution 1280x800\n")
+    config.chmod(0o644)
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "XDG_RUNTIME_DIR": str(folder),
+           "WLR_BACKENDS": "headless", "WLR_LIBINPUT_NO_DEVICES": "1", "WLR_RENDERER": "pixman"}  # fmt: skip
+    process = subprocess.Popen([*user, "env", *(f"{k}={v}" for k, v in env.items()), "sway", "-c", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    _wait(lambda: (folder / "wayland-1").exists() and any(folder.glob("sway-ipc.*.sock")), 20, "sway")
+    return Sway(folder, process, user)

@@ -58,12 +58,17 @@ class TargetWindow:
         self.process.stdin.flush()
 
     def clipboard(self, timeout: float = 10) -> str:
+        """The clipboard's text, as this window reads it."""
+        return self.clipboard_contents(timeout)["clipboard"]
+
+    def clipboard_contents(self, timeout: float = 10) -> dict:
+        """What ``print-clipboard`` prints: the text, the types offered, the image, the window's own type."""
         self.command("print-clipboard")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = self.lines.get(timeout=timeout)
             if "clipboard" in message:
-                return message["clipboard"]
+                return message
             if "text" in message:
                 self.text, self.changed_at = message["text"], message["t"]
         raise AssertionError("no clipboard reply")

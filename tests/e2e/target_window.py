@@ -5,7 +5,9 @@
 Prints a JSON line to stdout whenever the text changes: {"t": <time.time()>, "text": "..."}, so a test
 can see what arrived and when. Reads commands on stdin, one per line:
     clipboard TEXT     put TEXT on the clipboard (this process owns it)
-    print-clipboard    print {"clipboard": "..."}
+    clipboard-image TEXT   put an image, TEXT and a type of this app's own on the clipboard at once
+    print-clipboard    print {"clipboard": "...", "formats": [...], "image": [width, height, "#rrggbb"],
+                       "own": "..."}: the text, every type offered, the image and the own type's bytes
     quit
 """
 
@@ -16,8 +18,12 @@ import sys
 import threading
 import time
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QMimeData, QObject, Signal
+from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QApplication, QPlainTextEdit
+
+OWN_TYPE = "application/x-sayso-test"
+IMAGE_COLOR = "#3366cc"
 
 
 class Commands(QObject):
@@ -41,8 +47,22 @@ def main() -> int:
         name, _, arg = line.partition(" ")
         if name == "clipboard":
             app.clipboard().setText(arg)
+        elif name == "clipboard-image":
+            image = QImage(24, 16, QImage.Format.Format_RGB32)
+            image.fill(QColor(IMAGE_COLOR))
+            content = QMimeData()
+            content.setText(arg)
+            content.setImageData(image)
+            content.setData(OWN_TYPE, b"copied in the target")
+            app.clipboard().setMimeData(content)
         elif name == "print-clipboard":
-            emit({"clipboard": app.clipboard().text()})
+            content, image = app.clipboard().mimeData(), app.clipboard().image()
+            emit({
+                "clipboard": content.text(),
+                "formats": content.formats(),
+                "image": [image.width(), image.height(), image.pixelColor(0, 0).name()] if not image.isNull() else None,
+                "own": bytes(content.data(OWN_TYPE)).decode(),
+            })  # fmt: skip
         elif name == "quit":
             app.quit()
 

@@ -1,0 +1,44 @@
+"""Sayso started natively on a Wayland compositor (a headless sway), as a user of a Wayland desktop
+without the shortcuts portal meets it: one window, the shortcut hint in it, and a dictation started and
+stopped with ``sayso --toggle`` (the binding the hint asks for) that opens no other window. Qt can't
+make a layer-shell surface, so there is no overlay on Wayland: an ordinary window there is one the
+compositor tiles beside the user's (``app.overlay.can_float``)."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from e2e.app_process import REPO, AppProcess  # noqa: E402
+from e2e.fixtures import pulse, sway  # noqa: E402, F401
+
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
+
+
+def test_a_toggled_dictation_on_sway_opens_no_window_but_the_main_one(sway, pulse, tmp_path):
+    data = tmp_path / "sayso"
+    env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
+    settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "cues": False}
+    app = AppProcess(data, settings, env=env)
+    try:
+        app.wait_for_log(r"Sayso is ready", timeout=600)
+        ours = lambda: [w for w in sway.windows() if w["pid"] == app.process.pid]  # noqa: E731
+        (window,) = ours()
+        assert window["app_id"] == "sayso" and window["name"] == "Sayso"
+
+        toggle = [sys.executable, "-m", "sayso", "--toggle"]
+        subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
+        app.wait_for_log(r"recording \(target window", timeout=30)
+        pulse.play(AUDIO / "jfk.wav")
+        assert ours() == [window]  # recording: no overlay, no hint window beside the main one
+        subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
+        app.wait_for_log(r"transcribed .* after key-up", timeout=300)
+        app.wait_for_log(r"delivered|kept in app", timeout=30)
+        assert ours() == [window]
+    finally:
+        assert app.stop() == 0, "\n".join(app.log[-30:])  # SIGTERM: a clean quit, not a crash
+    with sqlite3.connect(f"file:{data / 'history.sqlite3'}?mode=ro", uri=True) as db:
+        (text,) = db.execute("SELECT text FROM dictations").fetchone()
+    assert words(text) == JFK_WORDS
