@@ -31,6 +31,10 @@ from sayso.app.keymap import SpareKeycodes
 
 log = logging.getLogger(__name__)
 
+WTYPE_KEYMAP_MS = "100"
+"""wtype sends its own keymap before its keys, and a client (Qt's, for one) drops the keys that arrive
+before it has applied the keymap: the first typed character, or the whole Ctrl+V. wtype waits this long
+(its ``-s``) before the first key."""
 CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
 TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts
 # When spare keycodes run out, xdotool remaps one for each missing character just before it: slower
@@ -130,7 +134,8 @@ class Delivery(QObject):
     def _type(self, text: str, wayland: bool) -> None:
         typed_text = text.encode()
         if wayland:  # wtype and ydotool send their own keymap along with the keys: nothing to bind
-            args = ["wtype", "-"] if shutil.which("wtype") else ["ydotool", "type", "--file", "-"]
+            wtype = ["wtype", "-s", WTYPE_KEYMAP_MS, "-"]
+            args = wtype if shutil.which("wtype") else ["ydotool", "type", "--file", "-"]
             self._start(args, lambda ok, error, _: self._finish(DeliveryResult(ok, "type", error)), typed_text)
             return
         self._release_keys.stop()
@@ -204,7 +209,7 @@ class Delivery(QObject):
 
             def copied(ok: bool, error: str, _: bytes) -> None:
                 if ok:
-                    self._press_paste(["wtype", "-M", "ctrl", "v", "-m", "ctrl"], restore)
+                    self._press_paste(["wtype", "-s", WTYPE_KEYMAP_MS, "-M", "ctrl", "v", "-m", "ctrl"], restore)
                 else:
                     self._finish(DeliveryResult(False, "", f"{error}. The text is kept here."))
 

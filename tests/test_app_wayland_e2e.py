@@ -1,6 +1,7 @@
 """Sayso started natively on a Wayland compositor (a headless sway), as a user of a Wayland desktop
 without the shortcuts portal meets it: one window, the shortcut hint in it, and a dictation started and
-stopped with ``sayso --toggle`` (the binding the hint asks for) that opens no other window. Qt can't
+stopped with ``sayso --toggle`` (the binding the hint asks for) that opens no other window and is pasted
+into the Wayland app that has the focus. Qt can't
 make a layer-shell surface, so there is no overlay on Wayland: an ordinary window there is one the
 compositor tiles beside the user's (``app.overlay.can_float``)."""
 
@@ -8,11 +9,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from e2e.app_process import REPO, AppProcess  # noqa: E402
 from e2e.fixtures import pulse, sway  # noqa: E402, F401
+from e2e.services import require  # noqa: E402
+from e2e.target import TargetWindow  # noqa: E402
 
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
 
@@ -42,3 +46,38 @@ def test_a_toggled_dictation_on_sway_opens_no_window_but_the_main_one(sway, puls
     with sqlite3.connect(f"file:{data / 'history.sqlite3'}?mode=ro", uri=True) as db:
         (text,) = db.execute("SELECT text FROM dictations").fetchone()
     assert words(text) == JFK_WORDS
+
+
+def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse, tmp_path):
+    """wl-copy, then wtype's Ctrl+V into the window sway focused (the newest), then the clipboard the user
+    had is put back: each through standard input or the Wayland protocol, never a command line."""
+    require("wl-copy", "wl-paste", "wtype")
+    env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
+    settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "delivery": "paste", "cues": False}
+    app = AppProcess(tmp_path / "sayso", settings, env=env)
+    editor = None
+    try:
+        app.wait_for_log(r"Sayso is ready", timeout=600)
+        editor = TargetWindow("sayso-wayland-editor", env=env)  # opened last, so it has the focus
+        clipboard = {**app.env, "PATH": os.environ["PATH"]}
+        subprocess.run(["wl-copy"], input=b"what the user had copied", env=clipboard, check=True, timeout=10)
+        toggle = [sys.executable, "-m", "sayso", "--toggle"]
+        subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
+        app.wait_for_log(r"recording \(target window", timeout=30)
+        pulse.play(AUDIO / "jfk.wav")
+        key_up = time.time()
+        subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
+        text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
+        print(f"\nsecond toggle to text (sway, wl-copy + wtype paste, 11 s of speech): "
+              f"{(editor.changed_at - key_up) * 1000:.0f} ms")  # fmt: skip
+        assert words(text) == JFK_WORDS
+        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        deadline = time.monotonic() + 5  # the restoring wl-copy is started as the delivery ends
+        while (restored := subprocess.run(["wl-paste", "--no-newline"], env=clipboard, capture_output=True,
+                                          timeout=10).stdout) != b"what the user had copied":  # fmt: skip
+            assert time.monotonic() < deadline, restored
+            time.sleep(0.2)
+    finally:
+        if editor is not None:
+            editor.close()
+        assert app.stop() == 0, "\n".join(app.log[-30:])

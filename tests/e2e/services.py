@@ -38,6 +38,9 @@ APT_PACKAGES = {
     "dunst": "dunst",
     "sway": "sway",
     "swaymsg": "sway",
+    "wl-copy": "wl-clipboard",
+    "wl-paste": "wl-clipboard",
+    "wtype": "wtype",
 }
 SINK = "vsink"
 

@@ -1,4 +1,6 @@
-"""Driving target_window.py: a real text field in another process, on the test's X display."""
+"""Driving target_window.py: a real text field in another process, on the test's X display, or on a
+Wayland compositor when ``env`` says so (there no client can find or focus another's window: the
+compositor gives the newest window the focus)."""
 
 from __future__ import annotations
 
@@ -17,15 +19,19 @@ PROGRAM = Path(__file__).with_name("target_window.py")
 class TargetWindow:
     """Starts the program, finds its X window, and collects what arrives in its text field."""
 
-    def __init__(self, title: str):
+    def __init__(self, title: str, env: dict[str, str] | None = None):
         self.title = title
-        env = {**os.environ, "QT_QPA_PLATFORM": "xcb"}
+        env = {**os.environ, "QT_QPA_PLATFORM": "xcb", **(env or {})}
         self.process = subprocess.Popen(
             [sys.executable, str(PROGRAM), title], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.text, self.changed_at = "", 0.0
+        if env["QT_QPA_PLATFORM"] == "wayland":
+            assert self.lines.get(timeout=60) == {"ready": True}
+            self.window = None
+            return
         found = subprocess.run(
             ["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60
         )
