@@ -10,7 +10,8 @@ sample="$(realpath "${1:?usage: bash packaging/appimage.sh SPEECH.wav}")"
 [[ -x dist/sayso/sayso ]] || { echo "No dist/sayso: run bash packaging/build.sh first" >&2; exit 1; }
 runtime=build/appimage-runtime/runtime-x86_64
 [[ -x $runtime ]] || bash packaging/appimage_runtime.sh
-command -v mksquashfs >/dev/null || { echo "mksquashfs not found: apt install squashfs-tools" >&2; exit 1; }
+. packaging/apt.sh
+apt_install squashfs-tools
 
 appdir=build/Sayso.AppDir
 rm -rf "$appdir"

@@ -12,16 +12,8 @@ cd "$(dirname "$0")/.."
 COMMIT=caf24f9f712084686bfc24a70b75e50df0aefb9c  # type2-runtime, 8 November 2025 (MIT licence)
 packages=(gcc libc6-dev binutils file pkg-config libsquashfuse-dev libfuse3-dev zlib1g-dev libzstd-dev
           liblzma-dev liblz4-dev)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    sudo=""
-    [[ $(id -u) -ne 0 ]] && sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+. packaging/apt.sh
+apt_install "${packages[@]}"
 # The header below restates squashfuse 0.1's option struct, which its -dev package doesn't install.
 [[ $(pkg-config --modversion squashfuse) == 0.1.* ]] || { echo "needs squashfuse 0.1 (Debian 12)" >&2; exit 1; }
 
