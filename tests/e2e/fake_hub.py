@@ -28,6 +28,13 @@ CHUNK = constants.DOWNLOAD_CHUNK_SIZE  # huggingface_hub writes what it receives
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<file>[^?]+)$")
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that keeps the test output free of its access log."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 class FakeHub:
     """Serves ``files[(repo_id, filename)]``; ``requests`` records (method, path, Range header).
 
@@ -70,10 +77,7 @@ class FakeHub:
     def _front_handler(self):
         fake = self
 
-        class Front(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Front(QuietHandler):
             def do_HEAD(self) -> None:
                 self._resolve()
 
@@ -106,10 +110,7 @@ class FakeHub:
     def _cdn_handler(self):
         fake = self
 
-        class Cdn(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Cdn(QuietHandler):
             def do_GET(self) -> None:
                 fake.requests.append(("GET", self.path, self.headers.get("Range")))
                 sha = self.path.rsplit("/", 1)[-1]

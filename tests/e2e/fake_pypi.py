@@ -11,11 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
-from e2e.fake_hub import FakeHub
+from e2e.fake_hub import FakeHub, QuietHandler
 from sayso.engine.convert.pypi import PYPI_ENV, SIMPLE_JSON
 
 _SIMPLE = re.compile(r"^/simple/(?P<project>[^/]+)/$")
@@ -27,10 +25,7 @@ class FakePypi(FakeHub):
     def _front_handler(self):
         fake = self
 
-        class Simple(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Simple(QuietHandler):
             def do_GET(self) -> None:
                 fake.requests.append(("GET", self.path, None))
                 match = _SIMPLE.match(self.path)
