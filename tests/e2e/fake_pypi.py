@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+
 import pytest
 
 from e2e.fake_hub import FakeHub, QuietHandler
