@@ -109,6 +109,13 @@ class WhisperRules:
     max_initial_timestamp: int
 
 
+TRANSDUCER_HEADER = 4
+"""State words before the emissions in ``Ops.transducer_state`` (and shaders/transducer.wgsl's HEADER)."""
+
+JOINT_ACTIVATIONS = ("relu", "tanh", "sigmoid")
+"""The joint networks' hidden activations, in the order of shaders/transducer.wgsl's ACT codes."""
+
+
 class Ops(abc.ABC):
     """Abstract backend. See the module docstring for layout conventions."""
 
@@ -122,6 +129,16 @@ class Ops(abc.ABC):
     """Whether a family computes its frontend's features with these ops rather than in numpy (a GPU:
     no upload of the features, and the CPU is not the one step the GPU waits for). Whisper's log-mel
     (``engine.whisper.frontend.BackendLogMel``) does."""
+
+    searches_on_backend: bool = False
+    """Whether a transducer's greedy search runs on the backend (``engine.conformer.search``: a GPU,
+    where a step on the host would wait on a read-back) rather than on the host
+    (``engine.conformer.heads``: the step's few products are quicker than a dispatch there)."""
+
+    search_steps_per_read: int = 1
+    """Steps of a transducer's greedy search (``engine.conformer.search``) to record between read-backs
+    of its state: on a GPU enough that a round trip is rare; the steps recorded past the end change
+    nothing."""
 
     decode_steps_per_read: int = 1
     """Decoder steps to record between read-backs of a ``whisper_selection``
@@ -376,6 +393,39 @@ class Ops(abc.ABC):
         """``read_whisper_selection`` as of now, given by the function returned (see ``read_later``)."""
         value = self.read_whisper_selection(selection)
         return lambda: value
+
+    # ---- a transducer's greedy search (engine.conformer.search) ------------------------------------
+
+    @abc.abstractmethod
+    def transducer_state(self, capacity: int) -> Tensor:
+        """A new search's state, uint32 [1, TRANSDUCER_HEADER + 4 * capacity]: at frame 0, no token
+        emitted, the predictor to take its start input. Its words: [0] the encoder frame t, [1] tokens
+        emitted on t without moving on, [2] emissions n, [3] 1 while the predictor is to take the last
+        emission (``lstm_cell`` updates only then), and from ``TRANSDUCER_HEADER`` one emission per four
+        words: token, frame, duration, probability (float32 bits)."""
+
+    @abc.abstractmethod
+    def joint_hidden(self, encoder: Tensor, prediction: Tensor, state: Tensor, activation: str) -> Tensor:
+        """The joint's hidden layer at the state's frame t: encoder [T, J] (the joint's encoder
+        projection), prediction [1, J] -> act(encoder[t] + prediction) [1, J], ``activation`` one of
+        ``JOINT_ACTIVATIONS``. Undefined once t reaches T."""
+
+    @abc.abstractmethod
+    def transducer_choose(self, logits: Tensor, durations: Tensor | None, state: Tensor, ids: Tensor,
+                          frames: int, n_tokens: int, max_symbols: int) -> None:
+        """One greedy step from logits [1, n_tokens (+ durations)] (the blank last among the tokens), in
+        place on ``state`` and ``ids`` [1]. The token is the largest logit (first on ties); with
+        ``durations`` (uint32 [D], TDT) the duration is ``durations`` at the largest of the last D logits.
+        A token other than the blank is recorded (with its softmax probability among the tokens), written
+        to ``ids`` and sets word 3; a blank clears it. TDT moves t on by the duration, and by one more
+        when the duration is 0 and the token is the blank or the ``max_symbols``-th on this frame; RNN-T
+        moves on by one after a blank or the ``max_symbols``-th token (0: no limit). A full state ends
+        the search (t = ``frames``); once t reaches ``frames`` a step changes nothing but word 3."""
+
+    @abc.abstractmethod
+    def lstm_cell(self, gates: Tensor, state: Tensor, c: Tensor, h: Tensor) -> None:
+        """One LSTM layer's update, in place, when the state's word 3 is set: gates [1, 4H] (PyTorch's
+        order i, f, g, o, products and bias summed), cell c [1, H] and output h [1, H]."""
 
     @abc.abstractmethod
     def position(self, value: int) -> Position:

@@ -1,9 +1,11 @@
 """Decoder heads of the Conformer families and their greedy searches: TDT, RNN-T and CTC.
 
 The encoder-side projection (the joint's ``enc`` linear, or the CTC head) is one GEMM over all
-frames on the backend; the rest runs on the CPU in numpy, one small step at a time, as
-transcribe.cpp does: an LSTM step and a joint are a few hundred thousand multiply-adds, far too
-small to be worth a GPU dispatch each, and the search branches on every step.
+frames on the backend. On the numpy backend the transducer's search then runs here on the host, one
+small step at a time, as transcribe.cpp does: an LSTM step and a joint are a few hundred thousand
+multiply-adds, and the search branches on every step. A backend that searches itself
+(``Ops.searches_on_backend``, a GPU, where each host step would wait on a read-back) gets
+``search.BackendTransducerHead`` instead, which follows these rules step for step.
 
 Tensors (the same names in Parakeet and GigaAM files): ``pred.embed.weight`` [V, H] (V = vocabulary
 + blank), ``pred.lstm.{i}.Wx``/``.Wh`` [4H, H] and ``.bias`` [4H] (PyTorch gate order i, f, g, o; the
@@ -18,29 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sayso.engine.conformer.emission import Emission
+from sayso.engine.conformer.search import BackendTransducerHead, load_backend_transducer
 from sayso.engine.conformer.weights import Linear, linear
-from sayso.engine.cpu.ops import sigmoid
+from sayso.engine.cpu.ops import JOINT_FUNCTIONS, sigmoid
 from sayso.engine.errors import ModelFileError, require_finite
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import Ops, Tensor
-
-JOINT_ACTIVATIONS = {
-    "relu": lambda x: np.maximum(x, np.float32(0)),
-    "tanh": np.tanh,
-    "sigmoid": lambda x: np.float32(0.5) * (np.float32(1) + np.tanh(np.float32(0.5) * x)),
-}
-
-
-@dataclass(frozen=True)
-class Emission:
-    """A token the search emitted at encoder frame ``frame``; ``duration`` frames long (TDT's
-    predicted jump; 1 for RNN-T and CTC). ``probability`` is its softmax probability among the tokens."""
-
-    id: int
-    frame: int
-    duration: int
-    probability: float
-
+from sayso.engine.ops import JOINT_ACTIVATIONS, Ops, Tensor
 
 def _softmax_probability(logits: np.ndarray, index: int) -> float:
     shifted = logits.astype(np.float64) - logits.max()
@@ -114,7 +100,7 @@ class TransducerHead:
         return self._tdt(projected)
 
     def _joint(self, frame: np.ndarray, prediction: np.ndarray) -> np.ndarray:
-        hidden = JOINT_ACTIVATIONS[self.activation](frame + self.pred_weight @ prediction + self.pred_bias)
+        hidden = JOINT_FUNCTIONS[self.activation](frame + self.pred_weight @ prediction + self.pred_bias)
         return self.out_weight @ hidden + self.out_bias
 
     def _tdt(self, projected: np.ndarray) -> list[Emission]:
@@ -184,11 +170,14 @@ class CtcHead:
 
 
 def load_transducer(model_file: ModelFile, ops: Ops, n_layers: int, activation: str, blank: int,
-                    durations: list[int] | None, max_symbols: int) -> TransducerHead:
-    """The ``pred.*`` and ``joint.*`` tensors of a transducer head."""
+                    durations: list[int] | None, max_symbols: int) -> TransducerHead | BackendTransducerHead:
+    """The ``pred.*`` and ``joint.*`` tensors of a transducer head: searched on the backend where it
+    says so (``Ops.searches_on_backend``), else on the host."""
     if activation not in JOINT_ACTIVATIONS:
         raise ModelFileError(model_file.path, f"has a joint network with activation '{activation}', which Sayso can't run",
                              f"Supported: {', '.join(JOINT_ACTIVATIONS)}.")
+    if ops.searches_on_backend:
+        return load_backend_transducer(model_file, ops, n_layers, activation, blank, durations, max_symbols)
     layers = [LstmLayer(model_file.array(f"pred.lstm.{i}.Wx"), model_file.array(f"pred.lstm.{i}.Wh"),
                         model_file.array(f"pred.lstm.{i}.bias")) for i in range(n_layers)]
     return TransducerHead(

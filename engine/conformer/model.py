@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from sayso.engine.conformer.block import ConformerBlock
-from sayso.engine.conformer.heads import CtcHead, Emission, TransducerHead
+from sayso.engine.conformer.emission import Emission
+from sayso.engine.conformer.heads import CtcHead, TransducerHead
+from sayso.engine.conformer.search import BackendTransducerHead
 from sayso.engine.ops import Ops, Tensor
 
 
@@ -20,7 +22,7 @@ class ConformerModel:
     ops: Ops
     subsampling: object  # callable (ops, mel [n_mels, T]) -> Tensor [T', d]
     blocks: list[ConformerBlock]
-    head: TransducerHead | CtcHead
+    head: TransducerHead | BackendTransducerHead | CtcHead
 
     def encode(self, mel: np.ndarray) -> Tensor:
         """mel: float32 [n_mels, T] -> encoder states [T', d_model] on the backend (T' by the subsampling)."""

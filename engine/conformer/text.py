@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from sayso.engine.conformer.heads import Emission
+from sayso.engine.conformer.emission import Emission
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.transcript import Segment, Token

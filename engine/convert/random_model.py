@@ -507,7 +507,7 @@ def _calibrate_head(layout: Layout, path: Path, head: str) -> None:
     from sayso.engine.gguf.reader import ModelFile
 
     ops = NumpyOps()
-    transcriber = importlib.import_module(f"engine.{layout.arch}").load(ModelFile(path), ops)
+    transcriber = importlib.import_module(f"sayso.engine.{layout.arch}").load(ModelFile(path), ops)
     encoded = ops.read(transcriber.model.encode(transcriber.frontend(calibration_audio())))
     t = layout.tensors
     if head == "ctc":

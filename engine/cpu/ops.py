@@ -28,7 +28,7 @@ from threadpoolctl import ThreadpoolController
 from sayso.engine import onnx_graph
 from sayso.engine.cpu.q8_matmul import STEP_ROWS, Q8Weight, q8_0_blocks
 from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, q8_0_values
-from sayso.engine.ops import Activation, Ops, Position, WeightSource, WhisperRules
+from sayso.engine.ops import TRANSDUCER_HEADER, Activation, Ops, Position, WeightSource, WhisperRules
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
 # z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.
@@ -140,6 +140,14 @@ def position_value(position: int | Position) -> int:
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Logistic function without overflow for large |x| (tanh form)."""
     return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+JOINT_FUNCTIONS = {
+    "relu": lambda x: np.maximum(x, np.float32(0)),
+    "tanh": np.tanh,
+    "sigmoid": sigmoid,
+}
+"""A transducer joint's hidden activation by name (``engine.ops.JOINT_ACTIVATIONS``)."""
 
 
 def softmax_rows(x: np.ndarray) -> np.ndarray:
@@ -549,6 +557,53 @@ class NumpyOps(Ops):
 
     def read_whisper_selection(self, selection):
         return np.array(selection.tokens, np.uint32), np.array(selection.logprobs, np.float64)
+
+    def transducer_state(self, capacity):
+        state = np.zeros((1, TRANSDUCER_HEADER + 4 * capacity), np.uint32)
+        state[0, 3] = 1
+        return state
+
+    def joint_hidden(self, encoder, prediction, state, activation):
+        t = min(int(state[0, 0]), len(encoder) - 1)  # past the end: any row (the contract leaves it open)
+        return JOINT_FUNCTIONS[activation](encoder[t : t + 1] + prediction).astype(np.float32)
+
+    def transducer_choose(self, logits, durations, state, ids, frames, n_tokens, max_symbols):
+        words = state[0]
+        t, symbols, n = (int(v) for v in words[:3])
+        if t >= frames:
+            words[3] = 0
+            return
+        row = logits[0]
+        token = int(np.argmax(row[:n_tokens]))
+        shifted = row[:n_tokens] - row[token]
+        probability = np.float32(1.0) / np.exp(shifted).sum(dtype=np.float32)
+        blank = n_tokens - 1
+        duration = 1 if durations is None else int(durations[int(np.argmax(row[n_tokens:]))])
+        capacity = (words.size - TRANSDUCER_HEADER) // 4
+        if token != blank:
+            words[TRANSDUCER_HEADER + 4 * n : TRANSDUCER_HEADER + 4 * n + 4] = [
+                token, t, duration, np.float32(probability).view(np.uint32)]
+            n += 1
+            ids[0] = token
+        words[3] = token != blank
+        symbols += 1
+        if durations is not None:
+            t += duration
+            moves = duration == 0 and (token == blank or 0 < max_symbols <= symbols)
+            if duration:
+                symbols = 0
+        else:
+            moves = token == blank or 0 < max_symbols <= symbols
+        if moves:
+            t, symbols = t + 1, 0
+        words[:3] = frames if n >= capacity else t, symbols, n
+
+    def lstm_cell(self, gates, state, c, h):
+        if not state[0, 3]:
+            return
+        i_gate, f_gate, g_gate, o_gate = np.split(gates[0], 4)
+        c[0] = sigmoid(f_gate) * c[0] + sigmoid(i_gate) * np.tanh(g_gate)
+        h[0] = sigmoid(o_gate) * np.tanh(c[0])
 
     def position(self, value):
         return Position(np.array([value], np.uint32))

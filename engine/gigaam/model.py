@@ -13,6 +13,7 @@ from sayso.engine.conformer.attention import RotaryAttention
 from sayso.engine.conformer.block import ConformerBlock, conformer_block, conv_module
 from sayso.engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
 from sayso.engine.conformer.model import ConformerModel
+from sayso.engine.conformer.search import BackendTransducerHead
 from sayso.engine.conformer.subsampling import StridedConv1d
 from sayso.engine.conformer.weights import require_shape
 from sayso.engine.gguf.reader import ModelFile
@@ -29,7 +30,7 @@ class GigaamModel(ConformerModel):
         require_shape(model_file, "enc.pre_encode.conv.0.weight", (c.d_model, c.n_mels, c.subs_kernel))
         self.subsampling = StridedConv1d.load(model_file, ops, "enc.pre_encode", (0, 2), c.subs_kernel)
         self.blocks = [self._block(model_file, f"enc.blocks.{i}") for i in range(c.n_layers)]
-        self.head: TransducerHead | CtcHead
+        self.head: TransducerHead | BackendTransducerHead | CtcHead
         if c.head == "ctc":
             require_shape(model_file, "head.ctc.weight", (c.n_classes, c.d_model, 1))
             self.head = load_ctc(model_file, ops)

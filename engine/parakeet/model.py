@@ -16,6 +16,7 @@ from sayso.engine.conformer.attention import RelPositionAttention
 from sayso.engine.conformer.block import ConformerBlock, conformer_block, conv_module
 from sayso.engine.conformer.heads import CtcHead, TransducerHead, load_ctc, load_transducer
 from sayso.engine.conformer.model import ConformerModel
+from sayso.engine.conformer.search import BackendTransducerHead
 from sayso.engine.conformer.subsampling import DepthwiseStridingConv2d
 from sayso.engine.conformer.weights import require_shape
 from sayso.engine.gguf.reader import ModelFile
@@ -34,7 +35,7 @@ class ParakeetModel(ConformerModel):
         xscale = math.sqrt(c.d_model) if c.xscaling else 1.0
         self.subsampling = DepthwiseStridingConv2d.load(model_file, ops, "enc.pre_encode", xscale)
         self.blocks = [self._block(model_file, f"enc.blocks.{i}") for i in range(c.n_layers)]
-        self.head: TransducerHead | CtcHead
+        self.head: TransducerHead | BackendTransducerHead | CtcHead
         if c.head == "ctc":
             self.head = load_ctc(model_file, ops)
         else:

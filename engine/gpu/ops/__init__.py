@@ -3,7 +3,8 @@
 Each group of kernels is a mixin in its own module, next to its WGSL file in ``shaders/``:
 ``linear`` (GEMM, GEMV, add, embedding, argmax), ``norm`` (LayerNorm, GroupNorm, softmax, GLU,
 SwiGLU, rotary), ``conv`` (im2col, depthwise conv), ``attention`` (flash attention, KV cache),
-``select`` (Whisper's greedy token selection), ``frontend`` (Whisper's log-mel normalisation).
+``select`` (Whisper's greedy token selection), ``transducer`` (a transducer's greedy search),
+``frontend`` (Whisper's log-mel normalisation).
 """
 
 from sayso.engine.gpu.ops.attention import AttentionOps
@@ -13,9 +14,10 @@ from sayso.engine.gpu.ops.frontend import FrontendOps
 from sayso.engine.gpu.ops.linear import LinearOps
 from sayso.engine.gpu.ops.norm import NormOps
 from sayso.engine.gpu.ops.select import SelectOps
+from sayso.engine.gpu.ops.transducer import TransducerOps
 
 
-class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, SelectOps, FrontendOps, GpuOpsBase):
+class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, SelectOps, TransducerOps, FrontendOps, GpuOpsBase):
     """Every operation of ``engine.ops.Ops`` on one wgpu device."""
 
 

@@ -59,10 +59,10 @@ def mask_planes(rules: WhisperRules) -> np.ndarray:
     return np.packbits(bits, axis=1, bitorder="little").view("<u4")
 
 
-def _select_threads(limits) -> int:
-    """Threads of the one whisper_select workgroup: as many as the device allows, up to 1024 (a
-    power of two, 24 bytes of workgroup memory each). The kernel's time is each thread's walk over
-    n_vocab / threads logits, one step after another: on an H200, 105 us a step with 256 threads."""
+def reduction_threads(limits) -> int:
+    """Threads of a one-workgroup choice over a vocabulary (whisper_select, a transducer's choose): as
+    many as the device allows, up to 1024 (a power of two, at most 24 bytes of workgroup memory each).
+    Such a kernel's time is each thread's walk over n_vocab / threads logits, one step after another."""
     threads = 1024
     while threads > 64 and (threads > limits["max-compute-invocations-per-workgroup"]
                             or 24 * threads > limits["max-compute-workgroup-storage-size"]):
@@ -76,7 +76,7 @@ class SelectOps(GpuOpsBase):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.decode_steps_per_read = 1 if self.device.is_cpu else STEPS_PER_READ
-        self._select_threads = _select_threads(self.device.limits)
+        self._select_threads = reduction_threads(self.device.limits)
         # Mask planes by rules: uploaded once per model and setting, never pooled.
         self._whisper_masks: dict[WhisperRules, wgpu.GPUBuffer] = {}
 
