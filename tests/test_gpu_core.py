@@ -313,3 +313,35 @@ def test_wgpu_uses_the_instance_created_while_it_imported(gpu_ops):
     assert instance._started is not None and instance._started.result() == _helpers._the_instance
     assert gpu_ops.device.info["backend_type"] != "OpenGL"
     assert all(adapter.info["backend_type"] != "OpenGL" for adapter in wgpu.gpu.enumerate_adapters_sync())
+
+
+def test_wgpu_public_api_path_gives_the_same_text(tmp_path):
+    """With another wgpu-py than the one ``engine.gpu.native`` knows (forced by SAYSO_WGPU_PUBLIC=1),
+    the engine reaches into none of wgpu-py's internals and transcribes the same text; importing
+    ``engine.gpu`` imports nothing of wgpu either way."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import AUDIO, TINY_EN_GGUF
+
+    script = (
+        "import sys\n"
+        "import sayso.engine.gpu\n"
+        "assert not any(m.startswith('wgpu') for m in sys.modules), 'engine.gpu imported wgpu'\n"
+        "from sayso.engine.engine import Engine\n"
+        "from sayso.engine.gpu import native\n"
+        "engine = Engine(sys.argv[1], device='gpu', vad=False)\n"
+        "print(native.NATIVE)\n"
+        "print(engine.transcribe_file(sys.argv[2]).text)\n"
+    )
+    texts = {}
+    for public in ("0", "1"):
+        env = {**os.environ, "SAYSO_WGPU_PUBLIC": public, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        child = subprocess.run([sys.executable, "-c", script, str(TINY_EN_GGUF), str(AUDIO / "jfk.wav")],
+                               capture_output=True, text=True, env=env, timeout=300)
+        assert child.returncode == 0, child.stderr[-2000:]
+        native_path, text = child.stdout.splitlines()[-2:]
+        assert native_path == str(public == "0")
+        texts[public] = text
+    assert texts["0"] == texts["1"] and "ask not what your country can do for you" in texts["0"].lower()

@@ -1,23 +1,31 @@
 """The wgpu backend: ``Device`` owns the GPU, ``Kernels`` compiles WGSL, ``Recorder`` records
 dispatches, ``GpuOps`` offers the model-facing operations.
 
-wgpu's native backend is imported here, before any module of this package, on the C declarations
-compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the first),
-while wgpu-native creates its instance on another thread (``engine.gpu.instance``). ``GpuOps`` and
-its kernels' modules are imported when first named (``engine.gpu.GpuOps``): an engine opens the
-device first and imports them while the driver starts it (``engine.backend``).
+Importing this package does nothing. ``load_backend`` imports wgpu's native backend, on the C
+declarations compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the
+first) while wgpu-native creates its instance on another thread (``engine.gpu.instance``), before any
+module that imports wgpu; naming ``engine.gpu.Device`` or ``engine.gpu.GpuOps`` calls it first. An
+engine loads the backend and opens the device first and imports ``GpuOps`` and its kernels' modules
+while the driver starts it (``engine.backend``).
 """
 
-from sayso.engine.files import cache_dir
-from sayso.engine.gpu.wgpu_ffi import import_backend
 
-import_backend(cache_dir() / "wgpu")
+def load_backend() -> None:
+    """Import wgpu-py's native backend, once (``engine.gpu.native.load_backend``)."""
+    from sayso.engine.files import cache_dir
+    from sayso.engine.gpu import native
 
-from sayso.engine.gpu.device import Device  # noqa: E402 - after the backend's import above
+    native.load_backend(cache_dir() / "wgpu")
 
 
 def __getattr__(name: str):
+    if name == "Device":
+        load_backend()
+        from sayso.engine.gpu.device import Device
+
+        return Device
     if name == "GpuOps":
+        load_backend()
         from sayso.engine.gpu.ops import GpuOps
 
         return GpuOps

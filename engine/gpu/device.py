@@ -15,7 +15,7 @@ import wgpu
 
 from sayso.engine.background import in_background
 from sayso.engine.errors import DeviceOpenError, GpuError
-from sayso.engine.gpu import instance
+from sayso.engine.gpu import instance, load_backend, native
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class _ErrorTrap(logging.Handler):
 def pick_adapter() -> wgpu.GPUAdapter:
     """The adapter Sayso uses: the high-performance one, or the one ``SAYSO_ADAPTER`` names. The
     instance made ahead (``engine.gpu.instance``) becomes wgpu-py's first: there is one a process."""
+    load_backend()
     instance.adopt()
     wanted = os.environ.get(ADAPTER_ENV, "").strip()
     try:
@@ -153,7 +154,7 @@ class Device:
     @property
     def write_mapped_reads(self) -> bool:
         """Whether a read-back may copy into a ``MAP_WRITE`` buffer and map that (``SMALL_READ``)."""
-        return "mappable-primary-buffers" in self.features
+        return native.NATIVE and "mappable-primary-buffers" in self.features
 
     @property
     def max_binding(self) -> int:

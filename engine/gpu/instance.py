@@ -5,8 +5,8 @@ the longest step of a model's load after the device itself. wgpu-py creates it a
 adapter request, after its ~50 ms of imports, which the engine's load then waited for. Here it
 starts as soon as the library is loaded with the compiled C declarations (``engine.gpu.wgpu_ffi``),
 in C, without the GIL, while the imports go on; ``adopt`` hands it to wgpu-py before anything asks
-wgpu-py for one. This leans on wgpu-py keeping its instance in ``_helpers._the_instance`` (wgpu is
-pinned, pyproject.toml; tests/test_gpu_core.py checks that wgpu-py uses the one made here).
+wgpu-py for one, through ``engine.gpu.native``, only where that knows the installed wgpu-py
+(tests/test_gpu_core.py checks that wgpu-py uses the one made here).
 
 The instance looks at wgpu's "primary" backends only (Vulkan, Metal, DX12), not OpenGL: our kernels
 need what those offer, and probing OpenGL/EGL took ~90 ms of each start on an H200 machine.
@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from sayso.engine.background import in_background
+from sayso.engine.gpu import native
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +82,12 @@ def start(ffi) -> None:
 def adopt() -> None:
     """Make the instance ``start`` created wgpu-py's (waiting for it), before the first adapter
     request; without one, have wgpu-py create its own, with the same backends and flags."""
-    from wgpu.backends.wgpu_native import _helpers
     from wgpu.backends.wgpu_native.extras import set_instance_extras
 
-    if _helpers._the_instance is not None:  # an earlier Device's: the process keeps one
+    if not native.NATIVE:
+        set_instance_extras(backends=["Primary"], flags=["Empty"])
+        return
+    if native.has_instance():  # an earlier Device's: the process keeps one
         return
     if _started is not None:
         try:
@@ -92,7 +95,6 @@ def adopt() -> None:
         except Exception as error:  # noqa: BLE001
             log.warning("Creating the GPU instance ahead failed (%s); wgpu creates it.", error)
         else:
-            if instance != _helpers.ffi.NULL:
-                _helpers._the_instance = instance
+            if native.adopt_instance(instance):
                 return
     set_instance_extras(backends=["Primary"], flags=["Empty"])

@@ -18,10 +18,10 @@ GPU objects:
 
 Recording is on the hot path (a decoder step is ~70 dispatches), so ``dispatch`` packs parameters
 with the entry point's declared ``struct.Struct`` (``engine.gpu.entry_points``), skips
-``set_pipeline`` when the pipeline is the one already set, and calls wgpu-native's C functions for the pass directly:
-wgpu-py's methods wrap each call in an error capture (and allocate an offsets array for
-``set_bind_group``), most of the Python cost of a dispatch. An error in those calls still reaches
-the device's error trap and is raised by ``Device.check`` when the submission is sent.
+``set_pipeline`` when the pipeline is the one already set, and calls wgpu-native's C functions for the pass directly
+(``engine.gpu.native.PassCalls``): wgpu-py's methods wrap each call in an error capture (and allocate an
+offsets array for ``set_bind_group``), most of the Python cost of a dispatch. An error in those calls
+still reaches the device's error trap and is raised by ``Device.check`` when the submission is sent.
 
 Every submission ends with a one-thread dispatch that writes its serial number into a mark buffer.
 A read-back copies the mark along with the data: if the driver dropped or cancelled the submission,
@@ -45,14 +45,13 @@ from functools import cached_property, partial
 
 import numpy as np
 import wgpu
-from wgpu.backends.wgpu_native._api import ffi, lib  # the pass's C calls (wgpu is pinned: pyproject)
 
 from sayso.engine.errors import GpuError
 from sayso.engine.gpu.device import Device
 from sayso.engine.gpu.entry_points import MARK, EntryPoint
 from sayso.engine.gpu.kernels import Kernels
 from sayso.engine.gpu.profile import CAPACITY, DispatchTimer
-from sayso.engine.gpu.readback import PendingRead, submit_for_index
+from sayso.engine.gpu.native import PassCalls, PendingRead, submit_for_index
 
 SLOT = 256  # minUniformBufferOffsetAlignment on every adapter we target
 SLOTS = 4096  # dispatches per submission before the recorder submits on its own
@@ -134,7 +133,7 @@ class Recorder:
     def _begin(self) -> None:
         self.encoder = self.device.device.create_command_encoder()
         self.compute = self.encoder.begin_compute_pass()
-        self.pass_handle = self.compute._internal  # wgpu-native's WGPUComputePassEncoder
+        self.calls = PassCalls(self.compute)
         self.pipeline: wgpu.GPUComputePipeline | None = None  # the one set in this pass
         self.count = 0
 
@@ -167,10 +166,10 @@ class Recorder:
             bind_group = self._bind_group(index, pipeline, buffers)
             self._remember(key, bind_group, buffers)
         if pipeline is not self.pipeline:
-            lib.wgpuComputePassEncoderSetPipeline(self.pass_handle, pipeline._internal)
+            self.calls.set_pipeline(pipeline)
             self.pipeline = pipeline
-        lib.wgpuComputePassEncoderSetBindGroup(self.pass_handle, 0, bind_group._internal, 0, ffi.NULL)
-        lib.wgpuComputePassEncoderDispatchWorkgroups(self.pass_handle, *groups)
+        self.calls.set_bind_group(bind_group)
+        self.calls.dispatch(*groups)
         self.count += 1
         self.stats["dispatches"] += 1
         if self.recording is not None:
@@ -196,15 +195,14 @@ class Recorder:
         if self.count != start or end >= self.limit or self.timer is not None:
             return False
         self.params[start * SLOT : end * SLOT] = recording.params
-        handle, set_pipeline = self.pass_handle, lib.wgpuComputePassEncoderSetPipeline
-        set_bind_group, dispatch = lib.wgpuComputePassEncoderSetBindGroup, lib.wgpuComputePassEncoderDispatchWorkgroups
-        current, null = self.pipeline, ffi.NULL
+        set_pipeline, set_bind_group, dispatch = self.calls.set_pipeline, self.calls.set_bind_group, self.calls.dispatch
+        current = self.pipeline
         for pipeline, bind_group, (x, y, z) in recording.dispatches:
             if pipeline is not current:
-                set_pipeline(handle, pipeline._internal)
+                set_pipeline(pipeline)
                 current = pipeline
-            set_bind_group(handle, 0, bind_group._internal, 0, null)
-            dispatch(handle, x, y, z)
+            set_bind_group(bind_group)
+            dispatch(x, y, z)
         self.pipeline = current
         self.count = end
         self.stats["dispatches"] += end - start
@@ -215,7 +213,7 @@ class Recorder:
         """End the pass under way and begin a timestamped one for the next dispatch."""
         self.compute.end()
         self.compute = self.timer.begin_pass(self.encoder, label)
-        self.pass_handle = self.compute._internal
+        self.calls = PassCalls(self.compute)
         self.pipeline = None  # a new pass has no pipeline set
 
     def _bind_group(

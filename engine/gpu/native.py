@@ -1,0 +1,219 @@
+"""Everything the GPU layer takes from wgpu-py beyond its public API, in one module.
+
+Three paths are faster through wgpu-native's C functions than through wgpu-py's methods, which wrap
+each call in an error capture:
+
+* a compute pass's ``set_pipeline`` / ``set_bind_group`` / ``dispatch_workgroups`` (``PassCalls``:
+  a decoder step records ~70 dispatches, so their Python cost is a step's);
+* a read-back that waits for its own submission only (``submit_for_index``, ``PendingRead``);
+* the instance created ahead, while wgpu-py's modules import (``engine.gpu.instance``, which hands
+  it over with ``adopt_instance``), on C declarations compiled once (``engine.gpu.wgpu_ffi``, which
+  ``load_backend`` uses only here: it leans on how wgpu-py's ``_ffi`` module makes its FFI).
+
+They use wgpu-py's internals: the ``_internal`` handles of its objects, ``ffi`` and ``lib`` of
+``wgpu.backends.wgpu_native._api``, ``_helpers._the_instance`` and how its ``_ffi`` module makes its
+FFI. ``NATIVE`` says whether the installed wgpu-py is a version they were written for (pyproject.toml
+pins one); with any other, every caller takes wgpu-py's public API instead, slower but the same
+results, and nothing here reaches into wgpu-py. ``SAYSO_WGPU_PUBLIC=1`` forces that path (tests).
+
+Nothing happens at import: wgpu-py itself is imported by ``load_backend``, which ``engine.gpu``'s
+``Device`` and ``GpuOps`` call first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from importlib import metadata
+from pathlib import Path
+
+from sayso.engine.errors import GpuError
+
+BACKEND = "wgpu.backends.wgpu_native"
+NATIVE_VERSIONS = ("0.32.",)
+"""wgpu-py versions whose internals this module was written against (each a version prefix)."""
+PUBLIC_ENV = "SAYSO_WGPU_PUBLIC"
+
+
+def _native() -> bool:
+    if os.environ.get(PUBLIC_ENV, "").strip() == "1":
+        return False
+    try:
+        version = metadata.version("wgpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return version.startswith(NATIVE_VERSIONS)
+
+
+NATIVE = _native()
+"""Whether the C paths are used (read once: a process takes one path throughout)."""
+
+_loaded = False
+
+
+def load_backend(cache: Path) -> None:
+    """Import wgpu's native backend, once: on the compiled C declarations kept in ``cache``, with the
+    instance created ahead, where ``NATIVE``; as wgpu-py imports itself otherwise."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    if NATIVE:
+        from sayso.engine.gpu.wgpu_ffi import import_backend
+
+        import_backend(cache)
+    else:
+        import importlib
+
+        importlib.import_module(BACKEND)
+
+
+def _api():
+    from wgpu.backends.wgpu_native import _api
+
+    return _api
+
+
+def handle(obj):
+    """wgpu-native's handle of a wgpu-py object (a buffer, device, queue, pass, pipeline...)."""
+    return obj._internal
+
+
+class PassCalls:
+    """A compute pass's three recording calls, bound to one pass: ``set_pipeline(pipeline)``,
+    ``set_bind_group(bind_group)`` (group 0, no dynamic offsets) and ``dispatch(x, y, z)``."""
+
+    def __init__(self, compute_pass) -> None:
+        if NATIVE:
+            api = _api()
+            lib, null, pass_handle = api.lib, api.ffi.NULL, compute_pass._internal
+            set_pipeline, set_bind_group = lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup
+            dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+            self.set_pipeline = lambda pipeline: set_pipeline(pass_handle, pipeline._internal)
+            self.set_bind_group = lambda bind_group: set_bind_group(pass_handle, 0, bind_group._internal, 0, null)
+            self.dispatch = lambda x, y, z: dispatch(pass_handle, x, y, z)
+        else:
+            self.set_pipeline = compute_pass.set_pipeline
+            self.set_bind_group = lambda bind_group: compute_pass.set_bind_group(0, bind_group)
+            self.dispatch = compute_pass.dispatch_workgroups
+
+
+def submit_for_index(queue, command_buffer) -> int:
+    """Submit one command buffer and return its submission index (0 on the public path, which has
+    none: a wait there is for all work submitted)."""
+    if not NATIVE:
+        queue.submit([command_buffer])
+        return 0
+    api = _api()
+    handles = api.ffi.new("WGPUCommandBuffer[1]", [command_buffer._internal])
+    return int(api.lib.wgpuQueueSubmitForIndex(queue._internal, 1, handles))
+
+
+class PendingRead:
+    """The first ``nbytes`` of ``staging`` once submission ``index`` has run; ``result`` waits (once).
+    ``for_writing``: map it as a ``MAP_WRITE`` buffer is mapped (it has no ``MAP_READ``; the contents of
+    a write mapping are the buffer's as the GPU left them, ``Device.write_mapped_reads``).
+
+    Why not wgpu-py's ``map_async``: it leaves the waiting to a thread that polls the device until it
+    is idle, so a read returned only once every submission made before it was looked at. A decoder
+    submits its next batch of steps before it looks at the last one's tokens
+    (``engine.whisper.decode.sample_greedy``): that read then waited for the batch behind it too, the
+    GPU stood idle while Python replayed the next one, and a window's last read waited for a batch run
+    in vain. Natively the buffer is mapped with a callback of our own and the wait is
+    ``wgpuDevicePoll`` on the one submission's index; wgpu-py's object of the staging buffer never sees
+    the mapping, which begins and ends here. The public path is ``map_sync``: a wait for all work.
+    """
+
+    def __init__(self, device, staging, nbytes: int, index: int, for_writing: bool = False) -> None:
+        self.device, self.staging, self.nbytes, self.for_writing = device, staging, nbytes, for_writing
+        if not NATIVE:
+            return
+        api = _api()
+        self.index = api.ffi.new("WGPUSubmissionIndex *", index)
+        self.key = next(_keys)
+        _waiting.add(self.key)
+        info = api.ffi.new("WGPUBufferMapCallbackInfo *", {
+            "mode": api.lib.WGPUCallbackMode_AllowProcessEvents,
+            "callback": _mapped_callback(),
+            "userdata1": api.ffi.cast("void *", self.key),
+        })
+        mode = api.lib.WGPUMapMode_Write if for_writing else api.lib.WGPUMapMode_Read
+        api.lib.wgpuBufferMapAsync(staging._internal, mode, 0, nbytes, info[0])
+
+    def result(self) -> bytes:
+        """Wait for the mapping, copy the bytes out and unmap. Raises ``GpuError`` if the mapping failed
+        (a lost device)."""
+        if not NATIVE:
+            import wgpu
+
+            self.staging.map_sync(wgpu.MapMode.READ, 0, self.nbytes)
+            try:
+                return bytes(self.staging.read_mapped(0, self.nbytes))
+            finally:
+                self.staging.unmap()
+        api = _api()
+        lib = api.lib
+        for _ in range(POLLS):
+            if self.key in _statuses:
+                break
+            lib.wgpuDevicePoll(self.device._internal, True, self.index)
+        _waiting.discard(self.key)
+        status = _statuses.pop(self.key, None)
+        if status != lib.WGPUMapAsyncStatus_Success:
+            raise GpuError(f"mapping a buffer for reading failed (status {status})")
+        mapped_range = lib.wgpuBufferGetMappedRange if self.for_writing else lib.wgpuBufferGetConstMappedRange
+        pointer = mapped_range(self.staging._internal, 0, self.nbytes)
+        data = bytes(api.ffi.buffer(pointer, self.nbytes))
+        lib.wgpuBufferUnmap(self.staging._internal)
+        return data
+
+    def __del__(self) -> None:
+        if NATIVE:
+            _waiting.discard(self.key)
+            _statuses.pop(self.key, None)
+
+
+POLLS = 100
+"""Blocking polls before a mapping that hasn't completed is an error. A blocking poll returns when
+the submission is done (or the driver gives up on it after seconds), so one is the normal case."""
+
+_waiting: set[int] = set()  # keys of the mappings someone may still ask for
+_statuses: dict[int, int] = {}  # key -> WGPUMapAsyncStatus of those that completed
+_keys = itertools.count(1)
+_callback = None
+
+
+def _mapped_callback():
+    """The C callback of every native mapping, made at the first (it needs wgpu-py's FFI)."""
+    global _callback
+    if _callback is None:
+        ffi = _api().ffi
+
+        @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
+        def mapped(status, _message, key, _unused) -> None:
+            # Runs inside a device poll, on whichever thread polls: set and dict operations are atomic
+            # under the GIL. A read dropped unasked (a decoder's batch run in vain) leaves nothing behind.
+            key = int(ffi.cast("uintptr_t", key))
+            if key in _waiting:
+                _statuses[key] = status
+
+        _callback = mapped
+    return _callback
+
+
+def has_instance() -> bool:
+    """Whether wgpu-py holds an instance already (the process keeps one)."""
+    from wgpu.backends.wgpu_native import _helpers
+
+    return _helpers._the_instance is not None
+
+
+def adopt_instance(handle) -> bool:
+    """Make ``handle`` (a ``WGPUInstance`` made through wgpu-py's FFI) wgpu-py's instance, unless it is
+    NULL; whether it was taken."""
+    from wgpu.backends.wgpu_native import _helpers
+
+    if handle == _helpers.ffi.NULL:
+        return False
+    _helpers._the_instance = handle
+    return True
