@@ -16,9 +16,10 @@ its text changes, and ``speech_ended`` once the speaker has paused (hands-free d
 of the take the dictation job (``submit_pcm(..., take=id)``) finishes that session instead of starting
 over: its transcript equals transcribing the recording, and most of it is done by then.
 
-When the GPU fails (no adapter, a lost device, out of memory: ``GpuError``), the worker says so
-(``warning``), reloads the model on the CPU backend for the rest of the session and runs the same job
-again there, so the recording the user made is still transcribed.
+When the GPU fails (no adapter, a lost device, out of memory), the engine moves the model to the CPU
+backend for the rest of the session and runs the same piece again there (``engine.backend.Fallback``,
+one per session, shared by its engines), so the recording the user made is still transcribed; the
+worker only reports it (``warning``, and ``loaded`` with the new description).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from sayso.engine.errors import GpuError, SaysoError
+from sayso.engine.backend import Fallback
+from sayso.engine.errors import SaysoError
 from sayso.engine.stream import FEED_SECONDS
 from sayso.engine.vad import PAUSE_SECONDS
 
@@ -47,7 +49,7 @@ PRIORITY_FILE = 2
 
 TAKE_TICK_MS = round(FEED_SECONDS * 1000)  # how often the take's new audio goes to its stream session
 
-EngineFactory = Callable[[Path, str], object]
+EngineFactory = Callable[[Path, Fallback], object]
 
 
 @dataclass(order=True)
@@ -95,10 +97,10 @@ class JobQueue:
             return len(self._heap)
 
 
-def _default_factory(path: Path, device: str):
+def _default_factory(path: Path, fallback):
     from sayso.engine.engine import Engine  # imported here, on the engine thread: it loads wgpu
 
-    return Engine(path, device=device)
+    return Engine(path, fallback=fallback)
 
 
 def _resolve_model(model: str, on_progress: Callable) -> Path:
@@ -129,7 +131,8 @@ class EngineWorker(QObject):
         self._engine = None
         self._engine_path: Path | None = None
         self._load_error: str | None = None
-        self._device = "auto"
+        self._fallback = None  # the session's engine.backend.Fallback, made at each load
+        self._reported_serial = 0  # the engine's backend_serial that ``loaded`` last described
         self._other: tuple[Path, object] | None = None  # the last other model used for a history re-run
         self._chunks: queue.SimpleQueue | None = None  # the recording take's blocks, while it records
         self._take: tuple[int, object, dict] | None = None  # (id, stream session, options) of the last take
@@ -147,13 +150,13 @@ class EngineWorker(QObject):
         self._drop_take()
         self._close_engines()
         self._load_error = None
-        self._device = device
+        self._fallback = Fallback(device, self._on_fallback)
         self.loading.emit("Loading model…")
         try:
             path = _resolve_model(model, self._on_model_progress)
             self.loading.emit(f"Loading {path.stem}…")
             self._engine = self._open(path)
-            self._engine_path = path
+            self._engine_path, self._reported_serial = path, 0
         except SaysoError as error:
             self._fail_load(str(error))
         except Exception as error:  # an engine bug must not kill the thread; show it and keep going
@@ -164,23 +167,13 @@ class EngineWorker(QObject):
         self._drain()
 
     def _open(self, path: Path):
-        """An engine for ``path`` on the session's device, or on the CPU if the GPU fails to load it."""
-        try:
-            return self._factory(path, self._device)
-        except GpuError as error:
-            if not self._leave_gpu(error):
-                raise
-            return self._factory(path, self._device)
+        """An engine for ``path`` under the session's fallback rule."""
+        return self._factory(path, self._fallback)
 
-    def _leave_gpu(self, error: GpuError) -> bool:
-        """Switch the session to the CPU backend after a GPU failure, saying so; False if already there."""
-        if self._device == "cpu":
-            return False
-        message = f"{error} Sayso now transcribes on the CPU until it restarts."
+    def _on_fallback(self, message: str) -> None:
+        """The engine left the GPU (on this thread or a take's): say so, and what it now runs on."""
         log.warning("engine: %s", message)
         self.warning.emit(message)
-        self._device = "cpu"
-        return True
 
     def _fail_load(self, message: str) -> None:
         self._engine, self._engine_path, self._load_error = None, None, message
@@ -204,21 +197,11 @@ class EngineWorker(QObject):
             self._other = (path, self._open(path))
         return self._other[1]
 
-    def _retry_on_cpu(self, job: Job) -> None:
-        """The session's model again on the CPU backend after the GPU failed in the middle of ``job``,
-        then ``job`` again on it: the recording the user made is still transcribed."""
-        path = self._engine_path
-        self._drop_take()
-        self._close_engines()
-        try:
-            self._engine, self._engine_path = self._factory(path, self._device), path
-        except Exception as error:  # noqa: BLE001 - whatever it is, the job fails with it and the thread lives
-            log.exception("engine: reloading on the CPU failed")
-            self._fail_load(f"The model could not be loaded on the CPU either: {error}")
-            self.failed.emit(job.id, self._load_error)
-            return
-        self.loaded.emit(self._engine.model_name, self._engine.describe())
-        self._run(job)
+    def _report_move(self) -> None:
+        """``loaded`` again once the session's engine has moved to the CPU during a job."""
+        if self._engine is not None and self._engine.backend_serial != self._reported_serial:
+            self._reported_serial = self._engine.backend_serial
+            self.loaded.emit(self._engine.model_name, self._engine.describe())
 
     def _close_engines(self) -> None:
         for engine in (self._engine, self._other[1] if self._other else None):
@@ -271,16 +254,16 @@ class EngineWorker(QObject):
             else:  # decoded as a stream on this thread, so a long video never sits in memory whole
                 transcript = engine.transcribe_file(job.path, **options)
         except Exception as error:
+            self._report_move()
             if job.cancel.is_set():
                 self.cancelled.emit(job.id)
-            elif isinstance(error, GpuError) and self._engine_path is not None and self._leave_gpu(error):
-                self._retry_on_cpu(job)
             elif isinstance(error, SaysoError):
                 self.failed.emit(job.id, str(error))
             else:
                 log.exception("engine: job %d failed", job.id)
                 self.failed.emit(job.id, f"Transcription failed: {error}")
             return
+        self._report_move()
         if job.cancel.is_set():
             self.cancelled.emit(job.id)
             return

@@ -1,4 +1,5 @@
-"""Picks the compute backend: the GPU through wgpu, or numpy on the CPU.
+"""Picks the compute backend: the GPU through wgpu, or numpy on the CPU, and holds the one rule for
+leaving the GPU (``Fallback``).
 
 ``auto`` takes the GPU when there is a real one. A software adapter (lavapipe, llvmpipe) is correct
 but runs a GEMM 100 times slower than numpy on the same cores, so ``auto`` prefers numpy there and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 from typing import Literal
 
 from sayso.engine.errors import GpuError, SaysoError
@@ -60,6 +62,35 @@ def make_ops(device: DeviceChoice = "auto") -> Ops:
         return numpy_fallback(f"the only adapter, {name}, is a software renderer, slower than numpy")
     log.info("Using the GPU: %s", ops.describe())
     return ops
+
+
+class Fallback:
+    """The rule for a GPU that fails (no adapter, a device that won't open, a lost device, out of
+    memory: ``GpuError``) while an engine loads or works: the engine moves to the CPU backend, loads its
+    model there and runs the same work again, where the device is ``auto`` or someone listens for the
+    move (``on_fallback``, told why: the app reports it); with ``gpu`` and no listener (``--device
+    gpu``: the GPU or nothing) the error is raised. The engines that share one ``Fallback`` (an app
+    session's) open on the CPU once one of them has moved: ``device`` says which to open."""
+
+    def __init__(self, device: DeviceChoice, on_fallback: Callable[[str], None] | None = None) -> None:
+        self.allowed = device == "auto" or (device == "gpu" and on_fallback is not None)
+        self.on_fallback = on_fallback
+        self.failure: str | None = None  # why the GPU was left, once it was
+        self._device = device
+
+    @property
+    def device(self) -> DeviceChoice:
+        return "cpu" if self.failure is not None else self._device
+
+    def cpu_ops(self, error: GpuError) -> Ops:
+        """The numpy backend after ``error``, or ``error`` raised where the rule keeps the GPU."""
+        if not self.allowed:
+            raise error
+        self.failure = str(error)
+        message = f"{error} Sayso now transcribes on the CPU until it restarts."
+        if self.on_fallback is not None:
+            self.on_fallback(message)
+        return numpy_fallback(f"the GPU failed ({error})")
 
 
 def numpy_fallback(reason: str) -> Ops:

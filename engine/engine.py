@@ -21,12 +21,13 @@ import numpy as np
 
 from sayso.engine import audio, families, heap, models
 from sayso.engine.background import in_background
-from sayso.engine.backend import DeviceChoice, import_gpu_backend, make_ops, numpy_fallback
+from sayso.engine.backend import DeviceChoice, Fallback, import_gpu_backend, make_ops
 from sayso.engine.cpu.ops import blas_threads
 from sayso.engine.silero import SileroModel
 from sayso.engine.vad import ONSET_MARGIN, PAUSE_SECONDS, Span, Vad
-from sayso.engine.errors import AudioError, DeviceOpenError, ModelFileError, NonFiniteOutput, SaysoError
+from sayso.engine.errors import AudioError, GpuError, ModelFileError, NonFiniteOutput, SaysoError
 from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.ops import Ops
 from sayso.engine.options import check_options
 from sayso.engine.segmenter import SAMPLE_RATE, pieces
 from sayso.engine.transcript import Segment, Transcript, not_before
@@ -57,13 +58,19 @@ class Engine:
     ``vad``: detect speech with Silero VAD (fetched from PyPI on first use): a piece without speech is
     skipped, one with speech is heard from just before it; without it every piece goes to the model
     whole, silence and all.
+
+    ``fallback``: what happens when the GPU fails, loading or in the middle of a piece (``Fallback``:
+    the model moves to the CPU and the piece runs again there, or the error is raised); an app session
+    shares one among its engines, and its device is the one opened. By default ``Fallback(device)``.
     """
 
     def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto",
-                 notify: Callable[[str], None] | None = None, vad: bool = True):
+                 notify: Callable[[str], None] | None = None, vad: bool = True, fallback: Fallback | None = None):
         heap.keep_large_blocks()  # the VAD's arrays, and the numpy backend's, reused call after call
         progress = (lambda fraction, message: notify(message)) if notify else None
         path = models.resolve(model, progress) if model else models.default_model(progress)
+        self.fallback = fallback or Fallback(device)
+        device = self.fallback.device
         # The backend opens on threads of its own while this one reads the model file's header and
         # loads the model: wgpu-native picks the adapter, then creates the GPU device (160-230 ms on
         # an H200 host, most of it the Vulkan driver's start) without holding the GIL, and the
@@ -76,14 +83,12 @@ class Engine:
             self.model_file = ModelFile(path)
             families.family(self.model_file)  # its modules import while the device opens, too
             import_gpu_backend(device, "ops")
-            self.ops = opened.result()
             try:
+                self.ops = opened.result()
                 with self.ops.errors("loading the model"):
                     self.transcriber = families.load(self.model_file, self.ops)
-            except DeviceOpenError as error:
-                if device != "auto":
-                    raise
-                self.ops = numpy_fallback(f"no usable GPU ({error})")
+            except GpuError as error:
+                self.ops = self.fallback.cpu_ops(error)
                 self.transcriber = families.load(self.model_file, self.ops)
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
@@ -94,6 +99,7 @@ class Engine:
         if vad:  # not a daemon: a first start fetches the model, which exiting must not cut short
             self._vad_loaded = in_background(partial(self._load_vad, notify), "engine-vad", daemon=False)
         self.lock = threading.RLock()
+        self.backend_serial = 0  # counts moves to the CPU: what a stream keeps for a backend is kept for one
         self.pass_seconds = 0.0  # how long the last stream pass took: whether passes can keep up (engine.stream)
 
     @property
@@ -166,7 +172,7 @@ class Engine:
 
     def _host_work(self) -> AbstractContextManager:
         """Where this engine's work on the CPU runs beside a GPU's: BLAS on ``HOST_BLAS_THREADS``."""
-        return blas_threads(HOST_BLAS_THREADS) if self.ops.name == "gpu" else nullcontext()
+        return blas_threads(HOST_BLAS_THREADS) if self.ops.runs_beside_host else nullcontext()
 
     def transcribe_piece(self, piece: np.ndarray, offset: float, span: Span | None,
                          language: str | None, task: str, prompt: str | None,
@@ -182,16 +188,36 @@ class Engine:
         start, end, speech = span
         given = {"features": features, "interrupt": interrupt}
         extra = {name: value for name, value in given.items() if value is not None and name in self.hooks}
+        ops = self.ops
         try:
-            with self.lock, self.ops.errors("transcribing"), self._host_work():
+            with self.lock, ops.errors("transcribing"), self._host_work():
                 segments, language = self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
                                                                  language=language, task=task, prompt=prompt, **extra)
+        except GpuError as error:
+            self._move_to_cpu(ops, error)
+            # Again on the CPU, without the features kept on the GPU; an interrupt still applies.
+            return self.transcribe_piece(piece, offset, span, language, task, prompt, None, interrupt)
         except NonFiniteOutput as error:
             raise ModelFileError(self.model_file.path, f"is damaged: from finite audio, the model's {error.what} "
                                  "came out as NaN or infinity") from None
         if speech - start > ONSET_MARGIN * SAMPLE_RATE:
             not_before(segments, offset + speech / SAMPLE_RATE - ONSET_MARGIN)
         return segments, language
+
+    def _move_to_cpu(self, failed: Ops, error: GpuError) -> None:
+        """After ``failed`` (this engine's backend when the work began) raised ``error``: the model on the
+        CPU backend, by ``Fallback``'s rule (which raises ``error`` where it doesn't fall back). Another
+        thread may have moved it already (a stream's passes and the engine thread take turns)."""
+        with self.lock:
+            if self.ops is not failed:
+                return
+            self.ops = self.fallback.cpu_ops(error)
+            self.transcriber = families.load(self.model_file, self.ops)
+            self.hooks = families.stream_hooks(self.transcriber)
+            self.backend_serial += 1
+        device = getattr(failed, "device", None)
+        if device is not None:
+            device.close()
 
     def make_transcript(self, segments: list[Segment], language: str | None, duration: float) -> Transcript:
         text = " ".join(s.text.strip() for s in segments if s.text.strip())

@@ -121,6 +121,10 @@ class Ops(abc.ABC):
 
     name: str  # "gpu" or "cpu"
 
+    runs_beside_host: bool = False
+    """Whether the backend's work runs off the CPU (a GPU): numpy work beside it (voice detection, a
+    frontend) then keeps to a few BLAS threads (``engine.engine.HOST_BLAS_THREADS``)."""
+
     folds_row_norms: bool = False
     """Whether ``gemv`` with ``norm`` saves work over ``layer_norm`` then ``gemv`` (a GPU: a dispatch);
     ``engine.layers.layer_norm`` leaves a decoder step's norms to the products only then."""

@@ -73,6 +73,7 @@ class _Piece:
     result: tuple[list[Segment], str | None] = field(default_factory=lambda: ([], None))
     features: Any = None  # the family's frontend frames, for audio that starts at ``origin``
     origin: int | None = None
+    backend: int = 0  # the engine's ``backend_serial`` they were made on
 
 
 @dataclass(frozen=True)
@@ -243,9 +244,10 @@ class StreamSession:
     def _run(self, job: _Pass) -> None:
         """Transcribe ``job`` and keep the result under its key."""
         piece = job.piece
-        if piece.origin != job.span[0]:  # frames are kept for audio that starts where the speech does
+        # Frames are kept for audio that starts where the speech does, on the backend they were made on.
+        if piece.origin != job.span[0] or piece.backend != self.engine.backend_serial:
             piece.features = self.engine.transcriber.features() if "features" in self.engine.hooks else None
-            piece.origin = job.span[0]
+            piece.origin, piece.backend = job.span[0], self.engine.backend_serial
         started = time.monotonic()
         result = self.engine.transcribe_piece(job.pcm, piece.start / SAMPLE_RATE, job.span, job.language,
                                               self.task, self.prompt, piece.features, job.interrupt)

@@ -1,6 +1,7 @@
 """GPU faults, made for real: no adapter, no Vulkan driver, a device lost in the middle of a transcription,
-a buffer beyond what the GPU can hold. The engine raises one GpuError that says what happened; the app's
-engine thread then says so, reloads the model on the CPU and transcribes the same recording there.
+a buffer beyond what the GPU can hold. The engine raises one GpuError that says what happened, or, by
+its fallback rule (``engine.backend.Fallback``: ``auto``, or someone listening, as the app's engine
+thread does), reloads the model on the CPU and transcribes the same recording there.
 
 Lavapipe (software Vulkan) is the GPU here: a whole transcription on it takes about a minute, so every
 fault strikes before or early in the model's work.
@@ -24,7 +25,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from sayso.app.engine_worker import EngineClient  # noqa: E402
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, wait_for, words  # noqa: E402
 from sayso.engine.audio import load_audio  # noqa: E402
-from sayso.engine.backend import make_ops  # noqa: E402
+from sayso.engine.backend import Fallback, make_ops  # noqa: E402
 from sayso.engine.engine import Engine  # noqa: E402
 from sayso.engine.errors import DeviceOpenError, GpuError  # noqa: E402
 from sayso.engine.gpu.device import ADAPTER_ENV  # noqa: E402
@@ -174,6 +175,38 @@ def test_a_buffer_beyond_what_the_gpu_can_hold(gpu_ops):
     with pytest.raises(GpuError, match="exceeds the adapter's limit"):
         gpu_ops.tensor(activations)
     assert gpu_ops.read(gpu_ops.tensor(np.ones(4, np.float32))).tolist() == [1, 1, 1, 1]  # the device still works
+
+
+def test_a_dictation_goes_on_on_the_cpu_when_the_gpu_is_lost(jfk):
+    """The device is lost halfway through a take: the pass that meets it runs again on the CPU, later
+    passes run there, and the take's text is whole; the listener is told once."""
+    told = []
+    engine = Engine(TINY_EN_GGUF, fallback=Fallback("gpu", told.append), vad=False)
+    try:
+        session = engine.stream(background=False)
+        half = len(jfk) // 2
+        session.feed(jfk[:half])
+        engine.ops.device.device.destroy()
+        session.feed(jfk[half:])
+        transcript = session.finish()
+        assert words(transcript.text) == JFK_WORDS
+        assert engine.describe().startswith("whisper-tiny.en on numpy") and engine.backend_serial == 1
+        assert len(told) == 1 and LOST.search(told[0]) and "now transcribes on the CPU" in told[0]
+        print(f"\nthe listener is told: {told[0]}")
+    finally:
+        engine.close()
+
+
+def test_without_a_listener_gpu_means_the_gpu_only(jfk):
+    """``--device gpu`` (no one listening for a move): a lost device is an error, not a silent move."""
+    engine = Engine(TINY_EN_GGUF, device="gpu", vad=False)
+    try:
+        engine.ops.device.device.destroy()
+        with pytest.raises(GpuError, match=LOST):
+            engine.transcribe(jfk[: 2 * 16000])
+        assert engine.ops.name == "gpu"
+    finally:
+        engine.close()
 
 
 # ---- the app falls back to the CPU --------------------------------------------------------------

@@ -23,6 +23,7 @@ class GpuOpsBase(Ops):
     """Owns the device's kernel registry, recorder and buffer pool; kernel mixins build on it."""
 
     name = "gpu"
+    runs_beside_host = True
 
     def __init__(self, device: Device | None = None, kernels_dir: Path | None = None) -> None:
         """``kernels_dir``: where to list the pipelines built, so the next start builds them ahead
