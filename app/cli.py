@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from sayso.app.main import add_arguments
-from sayso.app.refusals import environment_error
+from sayso.app.core.refusals import environment_error
 from sayso.engine.errors import SaysoError
 
 FORMATS = ("txt", "json", "srt", "vtt")

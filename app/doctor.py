@@ -90,7 +90,7 @@ def audio_input() -> list[str]:
 
 
 def hotkey_support() -> list[str]:
-    from sayso.app.hotkeys import display_server, shortcut_route
+    from sayso.app.platform.hotkeys import display_server, shortcut_route
 
     works, why = shortcut_route()
     if not works or display_server() != "x11":
@@ -105,7 +105,7 @@ def hotkey_support() -> list[str]:
 
 def text_delivery() -> list[str]:
     """Paste and typing go through xdotool on X11 and wl-copy/wl-paste plus wtype (or ydotool) on Wayland."""
-    from sayso.app.hotkeys import display_server
+    from sayso.app.platform.hotkeys import display_server
 
     found = {tool: shutil.which(tool) for tool in ("xdotool", "wl-copy", "wl-paste", "wtype", "ydotool")}
     lines = [f"{OK if path else INFO}{tool}: {path or 'not found'}" for tool, path in found.items()]

@@ -56,7 +56,7 @@ def _log_to_file(data_dir: Path) -> None:
     """The running app's log, also kept on disk (rotated) for a bug report; it never holds dictated text."""
     from logging.handlers import RotatingFileHandler
 
-    from sayso.app.locations import LOG_BYTES, LOG_FILES, log_file
+    from sayso.app.platform.locations import LOG_BYTES, LOG_FILES, log_file
 
     path = log_file(data_dir)
     try:
@@ -80,7 +80,7 @@ def _data_dir() -> Path:
 def _toggle(data_dir: Path) -> int:
     from PySide6.QtCore import QCoreApplication
 
-    from sayso.app.instance import send_command
+    from sayso.app.platform.instance import send_command
 
     _app = QCoreApplication.instance() or QCoreApplication(["sayso"])
     if send_command(data_dir, "toggle"):
@@ -117,9 +117,11 @@ def run_app(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from sayso.app import assets, style
-    from sayso.app.coordinator import Coordinator
-    from sayso.app.instance import InstanceServer, send_command
+    from sayso.app.platform import assets
+
+    from sayso.app.ui import style
+    from sayso.app.ui.coordinator import Coordinator
+    from sayso.app.platform.instance import InstanceServer, send_command
 
     app = QApplication.instance() or QApplication(["sayso"])
     app.setApplicationName("Sayso")
@@ -129,7 +131,7 @@ def run_app(argv: list[str] | None = None) -> int:
     style.apply(app)
 
     if args.screenshots is not None:
-        from sayso.app.screenshots import ScreenshotTour
+        from sayso.app.ui.screenshots import ScreenshotTour
 
         coordinator = Coordinator(data_dir)
         tour = ScreenshotTour(coordinator, args.screenshots, args.screenshot_audio)

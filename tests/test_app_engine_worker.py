@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 
-from sayso.app.engine_worker import PRIORITY_DICTATION, EngineClient  # noqa: E402
+from sayso.app.core.engine_worker import PRIORITY_DICTATION, EngineClient  # noqa: E402
 
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, needs_clips, wait_for, words  # noqa: E402
 
@@ -20,7 +20,7 @@ JFK = AUDIO / "jfk.wav"
 LECTURE = AUDIO / "lecture-60s.wav"
 
 
-class Recorder:
+class Signals:
     """Every signal of a client, in order, as (name, args)."""
 
     def __init__(self, client: EngineClient):
@@ -48,7 +48,7 @@ def test_loaded_model_is_described(client):
 
 def test_dictation_audio_is_transcribed_with_progress(client):
     pcm, _ = soundfile.read(JFK, dtype="float32")
-    seen = Recorder(client)
+    seen = Signals(client)
     job = client.submit_pcm(pcm, language="en")
     _, transcript = wait_for(client.finished, condition=lambda j, t: j == job)
     assert words(transcript.text) == JFK_WORDS
@@ -74,7 +74,7 @@ def test_the_gui_thread_keeps_running_while_the_engine_works(client):
 
 def test_a_dictation_goes_ahead_of_queued_files(client):
     pcm, _ = soundfile.read(JFK, dtype="float32")
-    seen = Recorder(client)
+    seen = Signals(client)
     first = client.submit_file(JFK)
     wait_for(client.started, condition=lambda j: j == first)
     second = client.submit_file(JFK)
@@ -84,7 +84,7 @@ def test_a_dictation_goes_ahead_of_queued_files(client):
 
 
 def test_cancelling_a_queued_file_is_immediate(client):
-    seen = Recorder(client)
+    seen = Signals(client)
     running = client.submit_file(JFK)
     wait_for(client.started, condition=lambda j: j == running)
     queued = client.submit_file(JFK)
@@ -99,7 +99,7 @@ def test_cancelling_a_running_file_stops_it(client):
     job = client.submit_file(LECTURE)  # 60 s: two of Whisper's 30 s windows, cancelled between them
     wait_for(client.started, condition=lambda j: j == job)
     client.cancel(job)
-    seen = Recorder(client)
+    seen = Signals(client)
     wait_for(client.cancelled, condition=lambda j: j == job)
     assert seen.of("finished") == []
 

@@ -12,7 +12,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDropEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from sayso.app.coordinator import Coordinator  # noqa: E402
+from sayso.app.ui.coordinator import Coordinator  # noqa: E402
 
 from conftest import AUDIO, TINY_EN_GGUF  # noqa: E402
 

@@ -5,7 +5,7 @@ import sqlite3
 import numpy as np
 import soundfile
 
-from sayso.app.history import History
+from sayso.app.core.history import History
 
 from conftest import AUDIO
 

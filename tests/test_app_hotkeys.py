@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from sayso.app.hotkeys import ChordTracker, HotkeyListener, format_hotkey, parse_hotkey  # noqa: E402
+from sayso.app.platform.hotkeys import ChordTracker, HotkeyListener, format_hotkey, parse_hotkey  # noqa: E402
 from e2e.fixtures import portal, session_bus, x_display  # noqa: E402, F401
 
 

@@ -9,7 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from conftest import cli_env  # noqa: E402
 
-from sayso.app.instance import InstanceServer, send_command, server_name  # noqa: E402
+from sayso.app.platform.instance import InstanceServer, send_command, server_name  # noqa: E402
 
 
 def test_commands_reach_the_running_instance(qtbot, tmp_path):

@@ -13,9 +13,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QPushButton  # noqa: E402
 
-from sayso.app.coordinator import Coordinator  # noqa: E402
-from sayso.app.models_view import ModelsPage  # noqa: E402
-from sayso.app.settings import Settings  # noqa: E402
+from sayso.app.ui.coordinator import Coordinator  # noqa: E402
+from sayso.app.ui.models_view import ModelsPage  # noqa: E402
+from sayso.app.core.settings import Settings  # noqa: E402
 from e2e.fake_hub import CHUNK, fake_hub, gguf_bytes  # noqa: E402, F401 - fixtures
 from sayso.engine import hub, models  # noqa: E402
 

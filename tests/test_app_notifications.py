@@ -9,7 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from e2e.fixtures import session_bus, x_display  # noqa: E402, F401
 from e2e.services import start_notification_daemon  # noqa: E402
 
-from sayso.app.tray import Tray  # noqa: E402
+from sayso.app.ui.tray import Tray  # noqa: E402
 
 
 def test_a_notice_reaches_the_notification_daemon_without_a_tray(qtbot, x_display, session_bus, tmp_path):

@@ -4,7 +4,7 @@ import json
 
 from e2e.fixtures import portal, session_bus  # noqa: F401 - fixtures
 
-from sayso.app.settings import Settings, SettingsStore
+from sayso.app.core.settings import Settings, SettingsStore
 
 
 def test_defaults_when_there_is_no_file(tmp_path):
@@ -47,7 +47,7 @@ def test_vocabulary_becomes_the_prompt():
 def test_settings_and_log_follow_the_xdg_folders(tmp_path, monkeypatch):
     """The default data folder: settings in $XDG_CONFIG_HOME (moved there from where earlier versions
     kept them), the log in $XDG_STATE_HOME. A data folder of its own keeps both."""
-    from sayso.app.locations import log_file, settings_file
+    from sayso.app.platform.locations import log_file, settings_file
     from sayso.engine.models import data_dir
 
     monkeypatch.delenv("SAYSO_DATA_DIR", raising=False)
@@ -74,8 +74,8 @@ def _texts(widget) -> str:
 def test_the_settings_page_says_how_the_shortcut_reaches_sayso(qtbot, tmp_path, monkeypatch, portal):
     """X11: taken from the focused app; Wayland with the portal (a double on a real session bus): through
     it, hold to talk working; Wayland without one: the hint to bind ``sayso --toggle``."""
-    from sayso.app.hotkeys import WAYLAND_HINT
-    from sayso.app.settings_view import SettingsPage
+    from sayso.app.platform.hotkeys import WAYLAND_HINT
+    from sayso.app.ui.settings_view import SettingsPage
 
     def page_text() -> str:
         page = SettingsPage(Settings(), tmp_path)

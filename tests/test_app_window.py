@@ -13,10 +13,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 
-from sayso.app.coordinator import Coordinator  # noqa: E402
+from sayso.app.ui.coordinator import Coordinator  # noqa: E402
 from sayso.app.main import run_command  # noqa: E402
-from sayso.app.overlay import Overlay  # noqa: E402
-from sayso.app.settings import Settings  # noqa: E402
+from sayso.app.ui.overlay import Overlay  # noqa: E402
+from sayso.app.core.settings import Settings  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
 from conftest import AUDIO, TINY_EN_GGUF, words  # noqa: E402
@@ -152,7 +152,7 @@ def test_history_page_search_retranscribe_and_delete(coordinator, qtbot):
 
 def test_record_button_dictation_with_a_real_microphone(coordinator, qtbot, pulse):
     coordinator.rescan_microphones()  # the sound server started after PortAudio listed the devices
-    assert coordinator.recorder.is_open and coordinator.state == "ready"
+    assert coordinator.microphone.is_open and coordinator.state == "ready"
     button = coordinator.dictation_page.record
     states = []
     coordinator.state_changed.connect(states.append)

@@ -26,7 +26,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from sayso.app.coordinator import Coordinator  # noqa: E402
+from sayso.app.ui.coordinator import Coordinator  # noqa: E402
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop  # noqa: E402, F401

@@ -45,10 +45,10 @@ def test_read_later_gives_the_buffer_as_it_was_when_asked(gpu_ops):
 def test_small_reads_map_for_writing_and_large_ones_for_reading(gpu_ops):
     """Small reads come back through staging buffers mapped for writing (no MAP_READ buffer, whose
     memory wgpu takes from a 64 MB pinned block), large ones through MAP_READ; both give the data."""
-    from sayso.engine.gpu.recorder import SMALL_READ, Recorder
+    from sayso.engine.gpu.recorder import SMALL_READ, DispatchRecorder
 
     assert gpu_ops.device.write_mapped_reads  # lavapipe and the H200 offer mappable-primary-buffers
-    recorder = Recorder(gpu_ops.device, gpu_ops.kernels)  # its own staging buffers
+    recorder = DispatchRecorder(gpu_ops.device, gpu_ops.kernels)  # its own staging buffers
     rng = np.random.default_rng(1)
     for n in (1, 100, SMALL_READ // 4 - 4):  # the mark's 16 bytes come with each read
         x = gpu_ops.tensor(rng.standard_normal(n).astype(np.float32))
@@ -185,7 +185,7 @@ def test_helpers():
 
 
 def test_kernel_timing_counts_each_dispatch_and_changes_no_result(gpu_ops):
-    """``Recorder.time_kernels`` (``sayso bench --kernels``): every dispatch in a timestamped pass of its
+    """``DispatchRecorder.time_kernels`` (``sayso bench --kernels``): every dispatch in a timestamped pass of its
     own, its GPU time added to its kernel; the results are those of an untimed run, and a run longer
     than one timed submission holds is cut into several without losing a dispatch."""
     rng = np.random.default_rng(0)

@@ -22,7 +22,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from sayso.app.engine_worker import EngineClient  # noqa: E402
+from sayso.app.core.engine_worker import EngineClient  # noqa: E402
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, wait_for, words  # noqa: E402
 from sayso.engine.audio import load_audio  # noqa: E402
 from sayso.engine.backend import Fallback, make_ops  # noqa: E402

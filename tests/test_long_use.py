@@ -40,8 +40,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-from sayso.app.engine_worker import EngineClient
-from sayso.app.history import History
+from sayso.app.core.engine_worker import EngineClient
+from sayso.app.core.history import History
 from sayso.engine.audio import load_audio
 
 model, dictation_clip, file_clip, folder, dictations, files, warm_up = sys.argv[1:8]

@@ -60,8 +60,8 @@ socket.socket, socket.create_connection = Refused, create_connection
 
 from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-from sayso.app.engine_worker import EngineClient
-from sayso.app.history import History
+from sayso.app.core.engine_worker import EngineClient
+from sayso.app.core.history import History
 from sayso.engine.audio import load_audio
 from sayso.engine.models import data_dir
 
@@ -140,7 +140,7 @@ def private(data: Path) -> None:
 
 
 def test_history_files_are_the_users_alone_whatever_the_umask(tmp_path):
-    from sayso.app.history import History
+    from sayso.app.core.history import History
 
     folder = tmp_path / "sayso"
     folder.mkdir(mode=0o755)

@@ -1,4 +1,4 @@
-"""The wgpu backend: ``Device`` owns the GPU, ``Kernels`` compiles WGSL, ``Recorder`` records
+"""The wgpu backend: ``Device`` owns the GPU, ``Kernels`` compiles WGSL, ``DispatchRecorder`` records
 dispatches, ``GpuOps`` offers the model-facing operations.
 
 Importing this package does nothing. ``load_backend`` imports wgpu's native backend, on the C

@@ -2,7 +2,7 @@
 
 Everything GPU-side goes through a ``Device``: buffers, pipelines, submissions. It also turns wgpu's
 asynchronous failures into Python exceptions: validation errors that wgpu only logs, device loss,
-and submissions the driver dropped (see ``Recorder`` for the mark that detects those).
+and submissions the driver dropped (see ``DispatchRecorder`` for the mark that detects those).
 """
 
 from __future__ import annotations

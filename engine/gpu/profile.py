@@ -1,7 +1,7 @@
 """GPU time per kernel, for finding where a transcription's GPU time goes (``sayso bench --kernels``).
 
 WebGPU lets a timestamp be written only where a compute pass begins or ends, so while a
-``DispatchTimer`` is installed the ``Recorder`` gives every dispatch a pass of its own, with its two
+``DispatchTimer`` is installed the ``DispatchRecorder`` gives every dispatch a pass of its own, with its two
 timestamps, and after every submission the timer reads them back and adds each dispatch's time to
 its kernel (the pipeline's label: shader file, entry point, override constants). That is slower than
 a normal run, and the GPU's idle gaps between passes are not counted: the sum of the kernels' times

@@ -99,7 +99,7 @@ class Recording:
                 and self.params == other.params and self.dispatches == other.dispatches)
 
 
-class Recorder:
+class DispatchRecorder:
     """Encodes dispatches for one device; ``submit`` sends them, ``read`` fetches a buffer's bytes."""
 
     def __init__(self, device: Device, kernels: Kernels) -> None:
@@ -335,7 +335,7 @@ class Replay:
     not assumed: dispatch for dispatch the same pipeline, bind group (so the same buffers) and
     workgroups, and the same parameter bytes."""
 
-    def __init__(self, recorder: Recorder, record: Callable[[], None]) -> None:
+    def __init__(self, recorder: DispatchRecorder, record: Callable[[], None]) -> None:
         self.recorder = recorder
         self.record = record
         self.last: Recording | None = None

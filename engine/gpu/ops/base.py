@@ -14,7 +14,7 @@ from sayso.engine.gpu.device import Device
 from sayso.engine.gpu.entry_points import ADVANCE, EntryPoint
 from sayso.engine.gpu.fast import FastTier
 from sayso.engine.gpu.kernels import Kernels, known_pipelines_file
-from sayso.engine.gpu.recorder import Recorder, Replay
+from sayso.engine.gpu.recorder import DispatchRecorder, Replay
 from sayso.engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, ModelUpload
 from sayso.engine.ops import Ops, Position, WeightSource
 
@@ -40,8 +40,8 @@ class GpuOpsBase(Ops):
     # What needs the device open is made at first use: a model loads while it opens (``Device``).
 
     @cached_property
-    def recorder(self) -> Recorder:
-        recorder = self.__dict__["recorder"] = Recorder(self.device, self.kernels)  # the probes use it
+    def recorder(self) -> DispatchRecorder:
+        recorder = self.__dict__["recorder"] = DispatchRecorder(self.device, self.kernels)  # the probes use it
         self.fast.probe()  # before anything is recorded, whatever comes first
         return recorder
 

@@ -34,10 +34,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sayso.app import assets
-from sayso.app.settings import Settings
-from sayso.app.style import COLORS
-from sayso.app.widgets import Card, icon_button, label, scrolling_page
+from sayso.app.platform import assets
+from sayso.app.core.settings import Settings
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import Card, icon_button, label, scrolling_page
 from sayso.engine.errors import SaysoError
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
-from sayso.app.style import COLORS
-from sayso.app.widgets import Card, LevelBars, NoticeBar, PageHeader, RecordButton, icon_button, label
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import Card, LevelBars, NoticeBar, PageHeader, RecordButton, icon_button, label
 
 # state -> (title, color of the level bars)
 STATES = {

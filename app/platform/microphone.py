@@ -30,7 +30,7 @@ PREROLL_SECONDS = 0.5
 _SILENCE_DB = -60.0  # the level meter's floor
 
 
-class RecorderError(Exception):
+class MicrophoneError(Exception):
     """The microphone can't be used; the message says why and what to do."""
 
 
@@ -46,7 +46,7 @@ def _sounddevice():
     try:
         import sounddevice
     except OSError as error:  # the PortAudio library itself is missing
-        raise RecorderError(f"Audio input is unavailable: {error}. Install PortAudio (libportaudio2).") from error
+        raise MicrophoneError(f"Audio input is unavailable: {error}. Install PortAudio (libportaudio2).") from error
     return sounddevice
 
 
@@ -61,7 +61,7 @@ def input_devices() -> list[InputDevice]:
             if d["max_input_channels"] > 0
         ]
     except sd.PortAudioError as error:
-        raise RecorderError(f"Can't list microphones: {error}.") from error
+        raise MicrophoneError(f"Can't list microphones: {error}.") from error
     return sorted(devices, key=lambda d: not d.is_default)
 
 
@@ -80,7 +80,7 @@ def level_of(block: np.ndarray) -> float:
     return min(max((db - _SILENCE_DB) / -_SILENCE_DB, 0.0), 1.0)
 
 
-class Recorder:
+class Microphone:
     """An open input stream plus the take being recorded (if any) and the pre-roll before it."""
 
     def __init__(self, preroll_seconds: float = PREROLL_SECONDS):
@@ -121,24 +121,24 @@ class Recorder:
             try:
                 stream = self._start_stream(sd, info["index"], rate, self._channels)
             except sd.PortAudioError as error:
-                raise RecorderError(f"Can't open the microphone “{info['name']}”: {error}.") from error
+                raise MicrophoneError(f"Can't open the microphone “{info['name']}”: {error}.") from error
         self._stream = stream
         self.device_name = info["name"]
-        log.info("recorder: %s at %d Hz, %d channel(s)", info["name"], rate, self._channels)
+        log.info("microphone: %s at %d Hz, %d channel(s)", info["name"], rate, self._channels)
         return self.device_name
 
     def _find(self, sd, device_name: str) -> int:
         try:
             devices = input_devices()
-        except RecorderError:
+        except MicrophoneError:
             devices = []
         if not devices:
-            raise RecorderError("No microphone found. Connect one, or check that PulseAudio or PipeWire is running.")
+            raise MicrophoneError("No microphone found. Connect one, or check that PulseAudio or PipeWire is running.")
         for device in devices:
             if device.name == device_name:
                 return device.index
         if device_name:
-            log.warning("recorder: microphone %r is gone; using the default", device_name)
+            log.warning("microphone: microphone %r is gone; using the default", device_name)
         return devices[0].index
 
     def _start_stream(self, sd, index: int, rate: float, channels: int):
@@ -156,7 +156,7 @@ class Recorder:
             try:
                 self._stream.close()
             except Exception as error:  # a device that vanished can fail to close; it is gone either way
-                log.warning("recorder: closing the stream failed: %s", error)
+                log.warning("microphone: closing the stream failed: %s", error)
             self._stream = None
         self._resampler = None
         self.level = 0.0
@@ -186,7 +186,7 @@ class Recorder:
 
     def _callback(self, indata: np.ndarray, frames: int, time_info, status) -> None:
         if status:
-            log.debug("recorder: %s", status)
+            log.debug("microphone: %s", status)
         mono = indata[:, 0] if self._channels == 1 else indata.mean(axis=1, dtype=np.float32)
         self.level = level_of(mono)
         block = self._resampler.resample_chunk(mono) if self._resampler is not None else mono.copy()

@@ -10,8 +10,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from sayso.app import assets
-from sayso.app.notifications import SHOWN_MS, send_notification
+from sayso.app.platform import assets
+from sayso.app.platform.notifications import SHOWN_MS, send_notification
 
 
 class Tray(QObject):

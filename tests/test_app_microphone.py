@@ -10,8 +10,8 @@ import soundfile
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from sayso.app.cues import CuePlayer  # noqa: E402
-from sayso.app.recorder import Recorder, level_of, rescan_devices  # noqa: E402
+from sayso.app.platform.cues import CuePlayer  # noqa: E402
+from sayso.app.platform.microphone import Microphone, level_of, rescan_devices  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
 from conftest import AUDIO  # noqa: E402
@@ -39,29 +39,29 @@ def _offset_and_correlation(take: np.ndarray, reference: np.ndarray) -> tuple[fl
 
 def test_records_what_is_played_with_half_a_second_before_the_key(pulse):
     rescan_devices()  # PortAudio lists devices once; the sound server may have started after that
-    recorder = Recorder()
-    name = recorder.open("")
-    assert recorder.is_open and name
+    microphone = Microphone()
+    name = microphone.open("")
+    assert microphone.is_open and name
     reference, _ = soundfile.read(JFK, dtype="float32")
     blocks, levels = [], []
     try:
         time.sleep(0.5)
         player = subprocess.Popen(["paplay", "--device=vsink", str(JFK)], env={**os.environ, **pulse.env})
         time.sleep(2.5)  # the "key" goes down 2.5 s into the speech
-        recorder.start_take(blocks.append)
+        microphone.start_take(blocks.append)
         stop = threading.Event()
         sampler = threading.Thread(
-            target=lambda: [levels.append(recorder.level) or time.sleep(0.05) for _ in iter(stop.is_set, True)]
+            target=lambda: [levels.append(microphone.level) or time.sleep(0.05) for _ in iter(stop.is_set, True)]
         )
         sampler.start()
         time.sleep(5.0)
-        pcm = recorder.stop_take()
+        pcm = microphone.stop_take()
         stop.set()
         sampler.join()
         player.wait(timeout=30)
     finally:
-        recorder.close()
-    assert not recorder.is_open
+        microphone.close()
+    assert not microphone.is_open
     assert np.array_equal(np.concatenate(blocks), pcm)  # the sink saw every sample of the take, in order
     assert 5.4 <= len(pcm) / 16000 <= 5.8  # 5 s held + the 0.5 s pre-roll
     offset, r = _offset_and_correlation(pcm, reference)
@@ -73,28 +73,28 @@ def test_records_what_is_played_with_half_a_second_before_the_key(pulse):
 
 def test_a_missing_microphone_falls_back_to_the_default(pulse):
     rescan_devices()
-    recorder = Recorder()
+    microphone = Microphone()
     try:
-        assert recorder.open("USB microphone that was unplugged") != "USB microphone that was unplugged"
-        assert recorder.is_open
+        assert microphone.open("USB microphone that was unplugged") != "USB microphone that was unplugged"
+        assert microphone.is_open
     finally:
-        recorder.close()
+        microphone.close()
 
 
 def test_sound_cues_play_on_the_default_output(pulse):
     """The start cue, played on the default output (the null sink), reaches the microphone intact."""
     rescan_devices()
-    recorder = Recorder()
-    recorder.open("")
+    microphone = Microphone()
+    microphone.open("")
     try:
         time.sleep(0.3)
-        recorder.start_take()
+        microphone.start_take()
         cues = CuePlayer()
         cues.play("start").join(10)
         time.sleep(0.4)
-        pcm = recorder.stop_take()
+        pcm = microphone.stop_take()
     finally:
-        recorder.close()
+        microphone.close()
     cue, rate = cues.sound("start")
     assert 0.1 < len(cue) / rate < 0.3
     import soxr

@@ -19,9 +19,9 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from sayso.app import portal_shortcut
-from sayso.app.key_grab import KeyGrab
-from sayso.app.portal_shortcut import PortalShortcut
+from sayso.app.platform import portal_shortcut
+from sayso.app.platform.key_grab import KeyGrab
+from sayso.app.platform.portal_shortcut import PortalShortcut
 
 log = logging.getLogger(__name__)
 

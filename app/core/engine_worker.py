@@ -9,7 +9,7 @@ Jobs run by priority, not arrival: a dictation (the user is waiting with the cur
 ahead of queued history re-runs, which go ahead of file transcriptions. A job already running is not
 interrupted, but every job carries a ``threading.Event`` the GUI thread can set to cancel it.
 
-While a dictation is being recorded, the recorder feeds 16 kHz blocks into a queue that the worker
+While a dictation is being recorded, the microphone feeds 16 kHz blocks into a queue that the worker
 drains every TAKE_TICK_MS into the take's stream session (``engine.stream``). The session transcribes on
 its own thread as the words come, and the worker emits ``preview`` (the overlay's "text so far") when
 its text changes, and ``speech_ended`` once the speaker has paused (hands-free dictation). At the end
@@ -430,7 +430,7 @@ class EngineClient(QObject):
     def begin_take(self, **options) -> Callable[[np.ndarray], None]:
         """Start streaming a take into the engine (options: language, prompt, partials: emit ``preview``
         with the text so far, pause: seconds of quiet after speech before ``speech_ended``); returns the
-        sink the recorder feeds. The sink is callable from any thread (the recorder calls it from
+        sink the microphone feeds. The sink is callable from any thread (the microphone calls it from
         PortAudio's)."""
         chunks: queue.SimpleQueue = queue.SimpleQueue()
         self._take = next(self._takes)

@@ -22,9 +22,9 @@ from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QCursor, QFontMetrics, QGuiApplication, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from sayso.app import assets
-from sayso.app.style import COLORS
-from sayso.app.widgets import LevelBars, PulseDot, format_duration
+from sayso.app.platform import assets
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import LevelBars, PulseDot, format_duration
 
 WIDTH = 400
 BOTTOM_MARGIN = 72

@@ -22,13 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sayso.app import assets
-from sayso.app.engine_worker import PRIORITY_HISTORY, EngineClient
-from sayso.app.history import Entry, History
-from sayso.app.settings import Settings
-from sayso.app.settings_view import available_models
-from sayso.app.style import COLORS
-from sayso.app.widgets import Card, ElidedLabel, ListAndDetail, NoticeBar, PageHeader, format_duration, label
+from sayso.app.platform import assets
+from sayso.app.core.engine_worker import PRIORITY_HISTORY, EngineClient
+from sayso.app.core.history import Entry, History
+from sayso.app.core.settings import Settings
+from sayso.app.ui.settings_view import available_models
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import Card, ElidedLabel, ListAndDetail, NoticeBar, PageHeader, format_duration, label
 
 
 def when(created: float, now: float | None = None) -> str:

@@ -8,7 +8,7 @@
     transcript    ─► history text, then deliver to the window captured at key-down (if it still has
                      the focus; otherwise keep the text here and say so)
 
-The parts know nothing of each other: the recorder (PortAudio thread), the engine (its QThread), the
+The parts know nothing of each other: the microphone (PortAudio thread), the engine (its QThread), the
 hotkey listener (pynput thread) and delivery (subprocesses) all report back through Qt signals, so
 every step here runs on the GUI thread and nothing here waits on a slow part.
 """
@@ -24,23 +24,23 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from sayso.app.autostart import set_start_at_login, starts_at_login
-from sayso.app.cues import CuePlayer
-from sayso.app.delivery import Delivery, DeliveryResult
-from sayso.app.dictation_page import DictationPage
-from sayso.app.engine_worker import EngineClient, EngineFactory
-from sayso.app.files_view import FilesPage
-from sayso.app.history import History
-from sayso.app.history_view import HistoryPage, entry_meta
-from sayso.app.hotkeys import HotkeyListener, display_server, format_hotkey
-from sayso.app.locations import settings_file
-from sayso.app.main_window import MainWindow
-from sayso.app.overlay import Overlay, can_float
-from sayso.app.recorder import Recorder, RecorderError, rescan_devices
-from sayso.app.refusals import environment_error
-from sayso.app.settings import Settings, SettingsStore
-from sayso.app.settings_view import SettingsPage
-from sayso.app.tray import Tray
+from sayso.app.platform.autostart import set_start_at_login, starts_at_login
+from sayso.app.platform.cues import CuePlayer
+from sayso.app.platform.delivery import Delivery, DeliveryResult
+from sayso.app.ui.dictation_page import DictationPage
+from sayso.app.core.engine_worker import EngineClient, EngineFactory
+from sayso.app.ui.files_view import FilesPage
+from sayso.app.core.history import History
+from sayso.app.ui.history_view import HistoryPage, entry_meta
+from sayso.app.platform.hotkeys import HotkeyListener, display_server, format_hotkey
+from sayso.app.platform.locations import settings_file
+from sayso.app.ui.main_window import MainWindow
+from sayso.app.ui.overlay import Overlay, can_float
+from sayso.app.platform.microphone import Microphone, MicrophoneError, rescan_devices
+from sayso.app.core.refusals import environment_error
+from sayso.app.core.settings import Settings, SettingsStore
+from sayso.app.ui.settings_view import SettingsPage
+from sayso.app.ui.tray import Tray
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Coordinator(QObject):
         self.settings = self.store.load().with_changes(start_at_login=starts_at_login())
         self.history = History(self.data_dir)
         self.client = EngineClient(engine_factory, self)
-        self.recorder = Recorder()
+        self.microphone = Microphone()
         self.hotkeys = HotkeyListener(self)
         self.delivery = Delivery(self)
         self.cues = CuePlayer()
@@ -178,7 +178,7 @@ class Coordinator(QObject):
         self._shut_down = True
         self._level_timer.stop()
         self.hotkeys.stop()
-        self.recorder.close()
+        self.microphone.close()
         self.client.shutdown()
         self.history.close()
         self.tray.hide()
@@ -217,8 +217,8 @@ class Coordinator(QObject):
 
     def _open_microphone(self) -> bool:
         try:
-            name = self.recorder.open(self.settings.input_device)
-        except RecorderError as error:
+            name = self.microphone.open(self.settings.input_device)
+        except MicrophoneError as error:
             self._mic_error = str(error)
             log.warning("microphone: %s", error)
             self._refresh_state()
@@ -232,10 +232,10 @@ class Coordinator(QObject):
         """Find microphones plugged in since the start (PortAudio must restart, so the stream reopens)."""
         if self._take is not None:
             return
-        self.recorder.close()
+        self.microphone.close()
         try:
             rescan_devices()
-        except RecorderError as error:
+        except MicrophoneError as error:
             log.warning("microphone: %s", error)
         self._open_microphone()
         self.settings_page.show_microphones()
@@ -269,7 +269,7 @@ class Coordinator(QObject):
 
     def _refresh_state(self) -> None:
         if self._take is not None and not self._take.stopping:
-            state, detail = "recording", f"Microphone: {self.recorder.device_name}"
+            state, detail = "recording", f"Microphone: {self.microphone.device_name}"
         elif self._pending or (self._take is not None and self._take.stopping):
             state, detail = "transcribing", self.client.description or self._loading_text
         elif self.client.load_error:
@@ -279,18 +279,18 @@ class Coordinator(QObject):
         elif self._mic_error:
             state, detail = "error", self._mic_error
         else:
-            state, detail = "ready", f"{self.client.description} · Microphone: {self.recorder.device_name or 'none'}"
+            state, detail = "ready", f"{self.client.description} · Microphone: {self.microphone.device_name or 'none'}"
         self.dictation_page.set_state(state, detail)
         tray_state = {"recording": "recording", "transcribing": "transcribing"}.get(state, "idle")
         self.tray.set_state(tray_state, self.dictation_page.state.text())
         if state != self._state:
             self._state = state
             self.state_changed.emit(state)
-        if state == "ready" and not self._announced_ready and self.recorder.is_open:
+        if state == "ready" and not self._announced_ready and self.microphone.is_open:
             self._announced_ready = True
             log.info(
                 "Sayso is ready: %s; microphone %s; shortcut %s (%s)",
-                self.client.description, self.recorder.device_name, format_hotkey(self.settings.hotkey), self.settings.mode,
+                self.client.description, self.microphone.device_name, format_hotkey(self.settings.hotkey), self.settings.mode,
             )  # fmt: skip
 
     def _on_loading(self, text: str) -> None:
@@ -332,14 +332,14 @@ class Coordinator(QObject):
         """
         if self._take is not None:
             return False
-        if not self.recorder.is_open and not self._open_microphone():
+        if not self.microphone.is_open and not self._open_microphone():
             self._show_problem(self._mic_error)
             return False
         sink = None
         if self.client.ready:  # streamed even without live text: the engine works ahead of the key-up
             sink = self.client.begin_take(language=self.settings.language or None, prompt=self.settings.prompt,
                                           partials=self.settings.live_preview)
-        self.recorder.start_take(sink)
+        self.microphone.start_take(sink)
         self._take = Take(deliver, self.delivery.capture_target() if deliver else None, time.monotonic(),
                           hands_free=hands_free, stream=self.client.take_id)
         if self.settings.cues:
@@ -364,7 +364,7 @@ class Coordinator(QObject):
 
     def _finish_take(self) -> None:
         take, self._take = self._take, None
-        pcm = self.recorder.stop_take()
+        pcm = self.microphone.stop_take()
         stream = self.client.end_take()
         self._level_timer.stop()
         if self.settings.cues:
@@ -391,7 +391,7 @@ class Coordinator(QObject):
         self._refresh_state()
 
     def _poll_level(self) -> None:
-        level = self.recorder.level
+        level = self.microphone.level
         self.dictation_page.set_level(level)
         self.overlay.set_level(level)
 

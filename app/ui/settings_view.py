@@ -18,13 +18,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sayso.app import assets
-from sayso.app.hotkeys import format_hotkey, parse_hotkey, shortcut_route
-from sayso.app.overlay import can_float
-from sayso.app.recorder import RecorderError, input_devices
-from sayso.app.settings import Settings
-from sayso.app.style import COLORS
-from sayso.app.widgets import Card, NoticeBar, icon_button, label, scrolling_page
+from sayso.app.platform import assets
+from sayso.app.platform.hotkeys import format_hotkey, parse_hotkey, shortcut_route
+from sayso.app.ui.overlay import can_float
+from sayso.app.platform.microphone import MicrophoneError, input_devices
+from sayso.app.core.settings import Settings
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import Card, NoticeBar, icon_button, label, scrolling_page
 
 LANGUAGES = [
     ("", "Detect automatically"), ("en", "English"), ("de", "German"), ("fr", "French"), ("es", "Spanish"),
@@ -350,7 +350,7 @@ class SettingsPage(QWidget):
         self.microphone.addItem("System default", "")
         try:
             names = [d.name for d in input_devices()]
-        except RecorderError:
+        except MicrophoneError:
             names = []
         for name in dict.fromkeys(names):
             self.microphone.addItem(name, name)

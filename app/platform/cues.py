@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import soundfile
 
-from sayso.app.assets import resource
+from sayso.app.platform.assets import resource
 
 log = logging.getLogger(__name__)
 

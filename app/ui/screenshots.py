@@ -18,8 +18,8 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
 
-from sayso.app.coordinator import Coordinator
-from sayso.app.recorder import level_of
+from sayso.app.ui.coordinator import Coordinator
+from sayso.app.platform.microphone import level_of
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QMimeData, QObject, QProcess, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 
-from sayso.app.hotkeys import display_server
-from sayso.app.keymap import SpareKeycodes
+from sayso.app.platform.hotkeys import display_server
+from sayso.app.platform.keymap import SpareKeycodes
 
 log = logging.getLogger(__name__)
 

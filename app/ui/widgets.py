@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sayso.app import assets
-from sayso.app.style import COLORS
+from sayso.app.platform import assets
+from sayso.app.ui.style import COLORS
 
 
 def format_duration(seconds: float) -> str:
@@ -211,7 +211,7 @@ class RecordButton(QAbstractButton):
 class LevelBars(QWidget):
     """Rounded vertical bars showing the recent input level, newest on the right (a scrolling meter).
 
-    ``push(level)`` adds one reading (recorder.level_of's 0..1 over -60..0 dBFS); a short attack/decay
+    ``push(level)`` adds one reading (microphone.level_of's 0..1 over -60..0 dBFS); a short attack/decay
     keeps the motion smooth at 30 Hz. The bars show -42..-6 dBFS: below is room noise, above is loud.
     """
 

@@ -24,7 +24,7 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from sayso.app.keymap import KEYSYM_NAMES
+from sayso.app.platform.keymap import KEYSYM_NAMES
 
 log = logging.getLogger(__name__)
 

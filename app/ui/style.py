@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
-from sayso.app.assets import resource
+from sayso.app.platform.assets import resource
 
 COLORS = {
     "bg": "#F6F7FB",

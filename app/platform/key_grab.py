@@ -19,7 +19,7 @@ import logging
 import select
 import threading
 
-from sayso.app.keymap import KEYSYM_NAMES, keysym
+from sayso.app.platform.keymap import KEYSYM_NAMES, keysym
 
 log = logging.getLogger(__name__)
 

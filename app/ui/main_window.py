@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sayso.app import assets
-from sayso.app.models_view import ModelsPage
-from sayso.app.style import COLORS
-from sayso.app.widgets import ElidedLabel, label
+from sayso.app.platform import assets
+from sayso.app.ui.models_view import ModelsPage
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import ElidedLabel, label
 
 PAGES = (
     ("dictation", "Dictation", "mic"),

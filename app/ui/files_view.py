@@ -28,11 +28,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sayso.app import assets
-from sayso.app.engine_worker import EngineClient
-from sayso.app.settings import Settings
-from sayso.app.style import COLORS
-from sayso.app.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
+from sayso.app.platform import assets
+from sayso.app.core.engine_worker import EngineClient
+from sayso.app.core.settings import Settings
+from sayso.app.ui.style import COLORS
+from sayso.app.ui.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
 from sayso.engine import formats
 
 log = logging.getLogger(__name__)
