@@ -39,9 +39,8 @@ Progress = Callable[[float], None]
 HOST_BLAS_THREADS = 4
 """numpy's BLAS threads while a GPU engine works on the CPU (Silero's network, the log-mel). Their
 products are small, and OpenBLAS's threads, one per core, spin between them and hold the cores
-that the frontends' own blocks need: on an H200 host (16 cores) 4 threads took jfk.wav's VAD from
-11.8 to 7.6 ms, its log-mel from 10.9 to 7.3, the warm transcription from 54.8 to 47.4 ms; 1 or 2
-were slower. The numpy backend sets its own (``engine.cpu.ops``)."""
+that the frontends' own blocks need; 4 was the fastest count measured, 1 or 2 were slower
+(docs/PERFORMANCE.md). The numpy backend sets its own (``engine.cpu.ops``)."""
 
 
 class Cancelled(SaysoError):
@@ -72,8 +71,8 @@ class Engine:
         self.fallback = fallback or Fallback(device)
         device = self.fallback.device
         # The backend opens on threads of its own while this one reads the model file's header and
-        # loads the model: wgpu-native picks the adapter, then creates the GPU device (160-230 ms on
-        # an H200 host, most of it the Vulkan driver's start) without holding the GIL, and the
+        # loads the model: wgpu-native picks the adapter, then creates the GPU device (most of it the
+        # Vulkan driver's start, the longest step of a load) without holding the GIL, and the
         # weights' copies wait for it on threads of their own (``engine.gpu.tensors.ModelUpload``).
         # wgpu's modules are imported first, here, while its instance is created
         # (``engine.gpu.instance``), the kernels' after the header (``import_gpu_backend``).
@@ -93,8 +92,8 @@ class Engine:
         self.hooks = families.stream_hooks(self.transcriber)
         self.model_name = self.transcriber.name
         # Silero's weights load once the model's have, on a thread of their own: beside the model
-        # file's header both were Python work under one GIL, and Silero's 30-40 ms lengthened
-        # the load on an H200 host. The first piece of audio waits for them if it comes sooner.
+        # file's header both were Python work under one GIL, and Silero's lengthened the load.
+        # The first piece of audio waits for them if it comes sooner.
         self._vad_loaded: Future | None = None
         if vad:  # not a daemon: a first start fetches the model, which exiting must not cut short
             self._vad_loaded = in_background(partial(self._load_vad, notify), "engine-vad", daemon=False)

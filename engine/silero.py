@@ -8,14 +8,12 @@ Per window of 512 samples (32 ms) with the 64 before it as context, [576]:
     and a sigmoid -> the probability that the window holds speech.
 
 Everything before the LSTM depends on its own window only, so a run of windows goes through it as one
-batch of matrix products, and only the cell steps one window at a time (``_lstm``): 11 s (343
-windows) take ~8 ms, where onnxruntime running Silero's own graph, called once per window, took 40.
-That graph stays the reference the tests compare with (tests/test_vad.py). The cell's loop is
-numpy's, not an ONNX Runtime LSTM node: the node stepped 11 s in 1.3 ms where the loop takes 2.4
-here (3.8 on an H200 host), but importing ONNX Runtime for it alone cost a GPU process 17-25 MB of
-its peak memory (whisper-base on an H200, one job: 211-214 -> 193-194 MB, transcribe.cpp 186; warm
-57-61 -> 64-65 ms) and its start 20-80 ms. The cell as one GPU workgroup (512 threads, two
-barriers a step) was no faster there than this loop (65.4 against 64.7 ms warm): not kept.
+batch of matrix products, and only the cell steps one window at a time (``_lstm``): several times
+faster than onnxruntime running Silero's own graph once per window. That graph stays the reference
+the tests compare with (tests/test_vad.py). The cell's loop is numpy's, not an ONNX Runtime LSTM
+node: the node steps faster, but importing ONNX Runtime for it alone raised a GPU process's peak
+memory and its start. The cell as one GPU workgroup was no faster than this loop: not kept.
+(The figures: docs/PERFORMANCE.md.)
 """
 
 from __future__ import annotations

@@ -89,8 +89,8 @@ class Device:
     """Owns the wgpu adapter and device, and says what they are in one line (``describe``).
 
     The adapter is picked while this is made, so what it is (``info``, ``features``, ``limits``,
-    ``is_cpu``) is known at once; the device opens on a thread of its own, 70-100 ms of the driver's
-    on an H200 host, and ``device`` and ``queue`` wait for it. A model's loader runs its Python in
+    ``is_cpu``) is known at once; the device opens on a thread of its own (the driver's work, a good
+    part of a load), and ``device`` and ``queue`` wait for it. A model's loader runs its Python in
     that time (``engine.gpu.tensors.ModelUpload``), where it used to wait for it.
     """
 

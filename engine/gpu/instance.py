@@ -1,15 +1,15 @@
 """wgpu-native's instance, created on a thread of its own while wgpu-py's Python modules import.
 
-Creating the instance starts the GPU's driver: on an H200 host the Vulkan instance took 85-115 ms,
-the longest step of a model's load after the device itself. wgpu-py creates it at the first
-adapter request, after its ~50 ms of imports, which the engine's load then waited for. Here it
+Creating the instance starts the GPU's driver: the Vulkan instance is the longest step of a model's
+load after the device itself. wgpu-py creates it at the first adapter request, after its imports,
+which the engine's load then waited for. Here it
 starts as soon as the library is loaded with the compiled C declarations (``engine.gpu.wgpu_ffi``),
 in C, without the GIL, while the imports go on; ``adopt`` hands it to wgpu-py before anything asks
 wgpu-py for one, through ``engine.gpu.native``, only where that knows the installed wgpu-py
 (tests/test_gpu_core.py checks that wgpu-py uses the one made here).
 
 The instance looks at wgpu's "primary" backends only (Vulkan, Metal, DX12), not OpenGL: our kernels
-need what those offer, and probing OpenGL/EGL took ~90 ms of each start on an H200 machine.
+need what those offer, and probing OpenGL/EGL lengthened every start.
 """
 
 from __future__ import annotations

@@ -62,11 +62,10 @@ where the device allows one (``Device.write_mapped_reads``), larger ones through
 
 Why: wgpu-native gives every ``MAP_READ`` buffer memory from a 64 MB block of pinned host memory
 that it keeps for the process's life (wgpu's ``MemoryHints::Performance``, which its C API can't
-change): the first read-back added 64 MB to the resident size (whisper-base on an H200: 304 MB at
-its peak, 254 without; transcribe.cpp 180-186). A ``MAP_WRITE`` buffer gets memory the host sees and the GPU writes
-fast, on the H200 its own memory through the PCIe BAR, which is not the process's. Reading it back
-is slow per byte (H200: 64 B in 78 us, 4 KB in 145, 256 KB in 8.4 ms; ``MAP_READ`` 100-130 us for
-all three), so it serves the reads a decoder makes, a selection of tokens or one number."""
+change): the first read-back adds 64 MB to the resident size. A ``MAP_WRITE`` buffer gets memory the
+host sees and the GPU writes fast, on a discrete GPU its own memory through the PCIe BAR, which is not
+the process's. Reading it back is slow per byte (docs/PERFORMANCE.md), so it serves the reads a
+decoder makes, a selection of tokens or one number."""
 
 
 def grid(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]:

@@ -184,25 +184,24 @@ class ModelUpload:
     """A model's weights and small tensors on their way to the GPU while it loads (``Ops.loading``);
     weights keep their GGUF type.
 
-    A weight's buffers are created mapped: wgpu stages them in memory the host can write (on an H200
-    host, the GPU's BAR, outside the process's resident set) and copies them into place with the next
+    A weight's buffers are created mapped: wgpu stages them in memory the host can write (on a discrete
+    GPU, the GPU's BAR, outside the process's resident set) and copies them into place with the next
     submission once ``finish`` has unmapped them. The rows go from the file's memory map straight into
     that mapping, laid out as the kernels read them (padded, Q8_0's values and scales apart), a chunk
     at a time, each chunk's pages in the file let go once it is copied (``WeightSource.release``):
-    the whole token embedding's pages beside its copy took whisper-base's peak 75 MB above its steady
-    size on an H200. Padding is free: a buffer mapped at creation starts as zeros.
+    the whole token embedding's pages beside its copy raised a load's peak well above its steady size.
+    Padding is free: a buffer mapped at creation starts as zeros.
 
     Each weight is one job on ``threads`` threads, buffers and copy, while the loader's Python goes on
     to the next weight: creating a mapped buffer (wgpu zeroes its staging) and copying are C and numpy
-    that let go of the GIL. On the loader's thread, through a scratch array and ``queue.write_buffer``,
-    whisper-base's weights took 60-120 ms of its load on an H200 host; made mapped but still there,
-    75-80 ms, 45 of them creating the buffers.
+    that let go of the GIL; on the loader's thread, through a scratch array and ``queue.write_buffer``
+    (or mapped but still there), the copies were most of a load (docs/PERFORMANCE.md).
 
     The device may still be opening (``Device``): jobs wait for it on their threads, and the loader's
     Python, which used to wait for it, goes on. Small tensors (biases, norms, tables: ~250 in
     whisper-base) are constants outside the buffer pool (``tensor``): ``finish`` makes their buffers
     and sends their values as one write and a copy each (a ``write_buffer`` apiece, each with a
-    staging buffer of its own, took ~20 ms of the load on an H200 host).
+    staging buffer of its own, was a noticeable part of the load).
 
     A weight's ``data`` and ``scales`` are set by its job, a constant's ``buffer`` by ``finish``:
     nothing may use either before.

@@ -69,8 +69,8 @@ class Tokenizer:
     @cached_property
     def _pattern(self) -> re.Pattern:
         """GPT-2's pre-tokenizer, made on first use: transcribing encodes nothing unless there is a
-        prompt, and importing the `regex` package took 6-10 ms of every load (78 on an H200 host
-        where it had no compiled modules)."""
+        prompt, and importing the `regex` package is a noticeable part of a load
+        (docs/PERFORMANCE.md, "Measurements behind the design")."""
         try:  # `regex` knows Unicode classes (\p{L}, \p{N}); it is one of Sayso's dependencies.
             import regex
         except ImportError:  # pragma: no cover - exercised by test_tokenizer's stdlib-pattern test instead

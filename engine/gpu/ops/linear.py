@@ -22,8 +22,8 @@ GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
 NORM_FOLD_MAX_N = 8192
 """Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
-reductions over the row cost little beside 8 rows of W, but Whisper's logits (51865 outputs, 6484
-workgroups) took 58 us a step that way on an H200 where the product alone takes a fraction."""
+reductions over the row cost little beside 8 rows of W, but over Whisper's logits (51865 outputs,
+6484 workgroups) the repeated norms cost several times the product itself."""
 GROUP = 256  # threads per workgroup of the one-value-per-thread kernels
 
 

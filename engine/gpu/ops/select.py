@@ -23,10 +23,9 @@ STEPS_PER_READ = 2
 
 The decoder records the next batch while the GPU runs the last (``sample_greedy``), so a read's
 round trip is hidden and what a batch size costs is the steps run after EOT, one batch. A batch is
-replayed (``Ops.repeatable``), so a smaller one costs little Python: on an H200, Whisper base on
-jfk.wav took a median 63-64 ms with batches of 2, 60-81 with 4, 87 with 1 and 8 (one job each,
-replayed batches and reads that wait for their own submission). On a CPU adapter (lavapipe) a round
-trip took 0.2 ms and a step of whisper tiny over 100 ms, so there a batch is one step."""
+replayed (``Ops.repeatable``), so a smaller one costs little Python; 2 was the fastest of 1, 2, 4
+and 8 measured (docs/PERFORMANCE.md). On a CPU adapter (lavapipe) a round trip is short beside a
+step, so there a batch is one step."""
 
 
 @dataclass(eq=False)
