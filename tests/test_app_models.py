@@ -72,6 +72,21 @@ def test_lists_installed_and_available_models(qtbot, fake_hub):
     assert not row.in_use and button(row, "Use this model") and view.rows["moonshine-tiny"].in_use
 
 
+def test_the_command_line_lists_what_the_page_lists(qtbot, fake_hub, capsys):
+    """One catalogue (``app.core.models``): ``sayso models list`` names the page's rows, in its order."""
+    from sayso.app.cli import main
+
+    hub.pull("whisper-tiny.en")
+    view = ModelsPage(lambda: Settings())
+    qtbot.addWidget(view)
+    view.refresh()
+    assert main(["models", "list"]) == 0
+    installed, available = capsys.readouterr().out.split("\nAvailable")
+    listed = [line.split()[0] for part in (installed, available) for line in part.splitlines()[1:] if line.strip()]
+    assert listed == list(view.rows)
+    assert "moonshine-tiny" in available and "download" in available  # pullable; convertible too
+
+
 def test_download_shows_progress_without_blocking_and_lands_in_the_list(page, qtbot, fake_hub, gguf_bytes):
     fake_hub.stall_after = CHUNK + 4096  # the server stops after the first chunk until released
     button(page.rows["moonshine-tiny"], "Download").click()
