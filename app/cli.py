@@ -190,7 +190,8 @@ def cmd_models_pull(args) -> int:
     path = work(lambda fraction, message: bar(fraction) if bar else None, threading.Event())
     print(f"{args.name}: {path}")
     if entry is not None and not entry.runs:
-        print(f"sayso: note: this version of Sayso can't run {hub.lookup(args.name).family} models yet.", file=sys.stderr)
+        family = hub.lookup(args.name).family
+        print(f"sayso: note: this version of Sayso can't run {family} models yet.", file=sys.stderr)
     return 0
 
 

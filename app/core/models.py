@@ -165,8 +165,8 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
         family = _family(model.name, model.path)
         origin = "Converted on this computer" if model.source == "converted" else f"Hugging Face · {model.source}"
         facts = [FAMILY_NAMES.get(family, family), _languages(model.name), format_size(model.size), origin]
-        installed.append(Entry(model.name, family, " · ".join(f for f in facts if f), model.size, _languages(model.name),
-                               model.path, model.source))
+        detail = " · ".join(f for f in facts if f)
+        installed.append(Entry(model.name, family, detail, model.size, _languages(model.name), model.path, model.source))
     have = {entry.name for entry in installed}
     available = []
     for name in [*hub.CATALOG, *(n for n in models.PYPI_MODELS if n not in hub.CATALOG)]:
@@ -178,8 +178,9 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
         runs = published.runs if published else True
         if not runs:
             facts.append(f"this version of Sayso can't run {FAMILY_NAMES.get(family, family)} models yet")
-        available.append(Entry(name, family, " · ".join(f for f in facts if f), published.size_mb * 1e6 if published else 0,
-                               _languages(name), pullable=published is not None,
+        size = published.size_mb * 1e6 if published else 0
+        available.append(Entry(name, family, " · ".join(f for f in facts if f), size, _languages(name),
+                               pullable=published is not None,
                                convertible=name in models.PYPI_MODELS, runs=runs))  # fmt: skip
     return installed, available
 
