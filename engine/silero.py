@@ -10,7 +10,7 @@ Per window of 512 samples (32 ms) with the 64 before it as context, [576]:
 Everything before the LSTM depends on its own window only, so a run of windows goes through it as one
 batch of matrix products, and only the cell steps one window at a time (``_lstm``): several times
 faster than onnxruntime running Silero's own graph once per window. That graph stays the reference
-the tests compare with (tests/test_vad.py). The cell's loop is numpy's, not an ONNX Runtime LSTM
+the tests compare with (tests/engine/test_vad.py). The cell's loop is numpy's, not an ONNX Runtime LSTM
 node: the node steps faster, but importing ONNX Runtime for it alone raised a GPU process's peak
 memory and its start. The cell as one GPU workgroup was no faster than this loop: not kept.
 (The figures: docs/PERFORMANCE.md.)

@@ -357,7 +357,7 @@ class NumpyOps(Ops):
                 outputs={"out": ("m", "n")}, attributes={"transB": 1},
             ), threads=_CORES)
         # Into an array of ours: ONNX Runtime's own outputs come from its arena, which over a long
-        # session grew in steps of 4.5 MB (tests/test_long_use.py) where numpy's arrays stay flat.
+        # session grew in steps of 4.5 MB (tests/e2e/test_long_use.py) where numpy's arrays stay flat.
         out = np.empty((len(a), w.shape[0]), np.float32)
         binding = self._gemm_session.io_binding()
         binding.bind_cpu_input("a", np.ascontiguousarray(a, np.float32))

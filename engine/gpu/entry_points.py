@@ -3,7 +3,7 @@ files joined by ``+``: ``engine.gpu.kernels.module_source``), the storage buffer
 at 1.. (named as the WGSL names them) and its parameter struct at binding 0, field by field with the
 field's WGSL type. ``pack_into`` packs a dispatch's parameters by those types, so an int can't reach
 an ``f32`` field as its bit pattern, nor a float a ``u32``; a test reads the shaders and checks each
-declaration against them (``tests/test_entry_points.py``).
+declaration against them (``tests/gpu/test_entry_points.py``).
 
 A fast version (``needs`` device features) stands beside the portable one it replaces, with the same
 bindings and parameters; ``engine.gpu.fast`` decides, by probing, which fast versions a device runs.

@@ -26,7 +26,7 @@ from sayso.engine.download import DownloadCancelled
 from sayso.engine.errors import SaysoError
 from sayso.engine.gguf.reader import ModelFile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sha256(data: bytes | Path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP, ENGINE = ROOT / "app", ROOT / "engine"
 GPU_INTERNALS = ("sayso.shaders", "sayso.engine.gpu.entry_points", "sayso.engine.gpu.kernels",
                  "sayso.engine.gpu.recorder", "sayso.engine.gpu.ops.")

@@ -14,7 +14,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 
 from conftest import AUDIO, TINY_EN_GGUF  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODEL = TINY_EN_GGUF
 JFK = AUDIO / "jfk.wav"
 
