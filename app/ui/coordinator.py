@@ -28,6 +28,7 @@ from sayso.app.platform.autostart import set_start_at_login, starts_at_login
 from sayso.app.platform.cues import CuePlayer
 from sayso.app.platform.delivery import Delivery, DeliveryResult
 from sayso.app.ui.dictation_page import DictationPage
+from sayso.app.core.dictation import DictationState, FlowFacts, dictation_state
 from sayso.app.core.engine_worker import EngineClient, EngineFactory
 from sayso.app.ui.files_view import FilesPage
 from sayso.app.core.history import History
@@ -111,7 +112,7 @@ class Coordinator(QObject):
         self._loading_text = "Loading model…"
         self._announced_ready = False
         self._told_about_tray = False
-        self._state = ""
+        self._state: DictationState | None = None
         self._shut_down = False
 
         self._level_timer = QTimer(self)
@@ -264,29 +265,31 @@ class Coordinator(QObject):
     # ---- state --------------------------------------------------------------------------------------
 
     @property
-    def state(self) -> str:
+    def state(self) -> DictationState:
         return self._state
 
     def _refresh_state(self) -> None:
-        if self._take is not None and not self._take.stopping:
-            state, detail = "recording", f"Microphone: {self.microphone.device_name}"
-        elif self._pending or (self._take is not None and self._take.stopping):
-            state, detail = "transcribing", self.client.description or self._loading_text
-        elif self.client.load_error:
-            state, detail = "error", self.client.load_error
-        elif not self.client.ready:
-            state, detail = "loading", self._loading_text
-        elif self._mic_error:
-            state, detail = "error", self._mic_error
-        else:
-            state, detail = "ready", f"{self.client.description} · Microphone: {self.microphone.device_name or 'none'}"
-        self.dictation_page.set_state(state, detail)
-        tray_state = {"recording": "recording", "transcribing": "transcribing"}.get(state, "idle")
+        take = self._take
+        state = dictation_state(FlowFacts(
+            recording=take is not None and not take.stopping,
+            finishing=bool(self._pending) or (take is not None and take.stopping),
+            model_ready=self.client.ready, load_error=self.client.load_error or "",
+            microphone_error=self._mic_error or ""))
+        detail = {
+            DictationState.RECORDING: lambda: f"Microphone: {self.microphone.device_name}",
+            DictationState.TRANSCRIBING: lambda: self.client.description or self._loading_text,
+            DictationState.ERROR: lambda: self.client.load_error or self._mic_error,
+            DictationState.LOADING: lambda: self._loading_text,
+            DictationState.READY: lambda: f"{self.client.description} · Microphone: "
+                                          f"{self.microphone.device_name or 'none'}",
+        }[state]()
+        self.dictation_page.set_state(state.value, detail)
+        tray_state = {"recording": "recording", "transcribing": "transcribing"}.get(state.value, "idle")
         self.tray.set_state(tray_state, self.dictation_page.state.text())
         if state != self._state:
             self._state = state
-            self.state_changed.emit(state)
-        if state == "ready" and not self._announced_ready and self.microphone.is_open:
+            self.state_changed.emit(state.value)
+        if state is DictationState.READY and not self._announced_ready and self.microphone.is_open:
             self._announced_ready = True
             log.info(
                 "Sayso is ready: %s; microphone %s; shortcut %s (%s)",
