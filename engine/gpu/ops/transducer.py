@@ -57,7 +57,14 @@ class TransducerOps(GpuOpsBase):
         capacity = (state.shape[1] - TRANSDUCER_HEADER) // 4
         params = [frames, n_tokens, n_durations, max_symbols, capacity]
         buffers = [logits, durations if durations is not None else logits, state, ids]  # logits: read-only
-        self.run(TRANSDUCER_CHOOSE, buffers, params, (1, 1, 1), WG=self._choose_threads)
+        self.run(TRANSDUCER_CHOOSE, buffers, params, (1, 1, 1), WG=self._threads_for(n_tokens))
+
+    def _threads_for(self, n_tokens: int) -> int:
+        """choose's workgroup: about eight tokens a thread, from 64 threads up to what the device allows.
+        A small vocabulary (GigaAM's 34 characters) gains nothing from more threads, each of which then
+        has nothing to do but take part in the reduction's barriers."""
+        wanted = 1 << max(6, (-(-n_tokens // 8) - 1).bit_length())
+        return min(self._choose_threads, wanted)
 
     def lstm_cell(self, gates: GpuTensor, state: GpuTensor, c: GpuTensor, h: GpuTensor) -> None:
         hidden = h.shape[1]
