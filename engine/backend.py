@@ -31,7 +31,13 @@ def import_gpu_backend(device: DeviceChoice, part: Literal["device", "ops"]) -> 
     if device == "cpu":
         return
     try:
-        importlib.import_module("sayso.engine.gpu" if part == "device" else "sayso.engine.gpu.ops")
+        if part == "device":  # wgpu itself first, on this thread: two threads importing it at once fail
+            from sayso.engine.gpu import load_backend
+
+            load_backend()
+            importlib.import_module("sayso.engine.gpu.device")
+        else:
+            importlib.import_module("sayso.engine.gpu.ops")
     except Exception:  # noqa: BLE001 - make_ops's own import raises it again, where it is handled
         pass
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from importlib import metadata
 from pathlib import Path
 
@@ -49,23 +50,25 @@ NATIVE = _native()
 """Whether the C paths are used (read once: a process takes one path throughout)."""
 
 _loaded = False
+_loading = threading.Lock()  # a second thread waits for the first's import: two at once fail
 
 
 def load_backend(cache: Path) -> None:
     """Import wgpu's native backend, once: on the compiled C declarations kept in ``cache``, with the
     instance created ahead, where ``NATIVE``; as wgpu-py imports itself otherwise."""
     global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    if NATIVE:
-        from sayso.engine.gpu.wgpu_ffi import import_backend
+    with _loading:
+        if _loaded:
+            return
+        if NATIVE:
+            from sayso.engine.gpu.wgpu_ffi import import_backend
 
-        import_backend(cache)
-    else:
-        import importlib
+            import_backend(cache)
+        else:
+            import importlib
 
-        importlib.import_module(BACKEND)
+            importlib.import_module(BACKEND)
+        _loaded = True
 
 
 def _api():
