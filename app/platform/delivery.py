@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ WTYPE_KEYMAP_MS = "100"
 before it has applied the keymap: the first typed character, or the whole Ctrl+V. wtype waits this long
 (its ``-s``) before the first key."""
 CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
+CLIPBOARD_ANSWER_S = 0.5  # time the clipboard's owner gets to say what it holds before a paste is typed instead
 TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts
 # When spare keycodes run out, xdotool remaps one for each missing character just before it: slower
 # typing gives the target more time to read each remap (it still can lose one when busy).
@@ -158,6 +160,10 @@ class Delivery(QObject):
         if wayland:
             self._paste_wayland(text)
             return
+        if not x11_clipboard_answers():
+            log.info("delivery: the clipboard's owner doesn't answer: typing instead, the clipboard left as it is")
+            self._type(text, wayland=False)
+            return
         clipboard = QGuiApplication.clipboard()
         saved = _copy_mime(clipboard.mimeData())
         clipboard.setText(text)
@@ -253,6 +259,39 @@ class Delivery(QObject):
         if not result.delivered:
             log.info("delivery: kept in app: %s", result.message)
         self.done.emit(result)
+
+
+def x11_clipboard_answers(timeout: float = CLIPBOARD_ANSWER_S) -> bool:
+    """Whether the X11 clipboard's owner answers a request for its types within ``timeout`` (True when
+    nobody owns it: an empty clipboard loses nothing). Qt's clipboard waits many seconds for an owner
+    that doesn't answer (a hung app) on the GUI thread, then reads it as empty, and a paste's restore
+    would then empty it: such a clipboard is left alone and the text typed."""
+    from Xlib import X, display
+    from Xlib.error import DisplayError
+
+    try:
+        server = display.Display()
+    except (DisplayError, OSError) as error:
+        log.info("delivery: can't ask the X server for the clipboard (%s)", error)
+        return True  # then Qt can't either: nothing of the user's is read or lost
+    try:
+        clipboard = server.intern_atom("CLIPBOARD")
+        if server.get_selection_owner(clipboard) == X.NONE:
+            return True
+        asker = server.screen().root.create_window(0, 0, 1, 1, 0, X.CopyFromParent)
+        asker.convert_selection(clipboard, server.intern_atom("TARGETS"), server.intern_atom("SAYSO_TYPES"),
+                                X.CurrentTime)
+        server.flush()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while server.pending_events():
+                event = server.next_event()
+                if event.type == X.SelectionNotify:
+                    return event.property != X.NONE
+            time.sleep(0.005)
+        return False
+    finally:
+        server.close()
 
 
 def _best_type(types: list[str]) -> str:

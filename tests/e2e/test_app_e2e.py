@@ -6,6 +6,7 @@ the words must arrive in another process's window. Run with -s to see the key-up
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,6 +106,46 @@ def test_a_clipboard_of_several_types_comes_back_whole_after_a_paste(sayso, desk
         assert time.monotonic() < deadline, (after, before)
         time.sleep(0.2)
     assert set(before["formats"]) <= set(after["formats"])  # offered again, now from Sayso (X11 adds its own)
+
+
+HUNG_OWNER = """
+import sys, time
+from Xlib import X, display
+server = display.Display()
+window = server.screen().root.create_window(0, 0, 1, 1, 0, X.CopyFromParent)
+window.set_selection_owner(server.intern_atom("CLIPBOARD"), X.CurrentTime)
+server.flush()
+print(window.id, flush=True)
+time.sleep(600)  # holds the clipboard and never answers a request for it, as a hung app does
+"""
+
+
+def test_a_clipboard_whose_owner_hangs_is_left_as_it_is_and_the_text_typed(sayso, desktop, windows):
+    """The app that owns the clipboard doesn't answer (hung): the paste asks it once, briefly, types the
+    dictation instead, and leaves the clipboard to that app, without holding up Sayso's window."""
+    from Xlib import display
+
+    editor = windows("sayso-e2e-hung-clipboard")
+    owner = subprocess.Popen([sys.executable, "-c", HUNG_OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        owner_window = int(owner.stdout.readline())
+        editor.focus()
+        time.sleep(0.3)
+        logged = len(sayso.log)
+        xdotool("keydown", "ctrl+space")
+        desktop.play(JFK)
+        xdotool("keyup", "ctrl+space")
+        assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
+        sayso.wait_for_log(r"clipboard's owner doesn't answer: typing instead", timeout=30, since=logged)
+        sayso.wait_for_log(r"delivered \d+ characters by type", timeout=30, since=logged)
+        server = display.Display()
+        try:
+            assert server.get_selection_owner(server.intern_atom("CLIPBOARD")).id == owner_window
+        finally:
+            server.close()
+    finally:
+        owner.kill()
+        owner.wait()
 
 
 @needs_clips("beckett.wav")
