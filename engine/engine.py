@@ -83,13 +83,11 @@ class Engine:
             families.family(self.model_file)  # its modules import while the device opens, too
             import_gpu_backend(device, "ops")
             try:
-                self.ops = opened.result()
-                with self.ops.errors("loading the model"):
-                    self.transcriber = families.load(self.model_file, self.ops)
+                ops = opened.result()
+                with ops.errors("loading the model"):
+                    self._load_model(ops)
             except GpuError as error:
-                self.ops = self.fallback.cpu_ops(error)
-                self.transcriber = families.load(self.model_file, self.ops)
-        self.hooks = families.stream_hooks(self.transcriber)
+                self._load_model(self.fallback.cpu_ops(error))
         self.model_name = self.transcriber.name
         # Silero's weights load once the model's have, on a thread of their own: beside the model
         # file's header both were Python work under one GIL, and Silero's lengthened the load.
@@ -203,6 +201,12 @@ class Engine:
             not_before(segments, offset + speech / SAMPLE_RATE - ONSET_MARGIN)
         return segments, language
 
+    def _load_model(self, ops: Ops) -> None:
+        """The model file's transcriber on ``ops``, which becomes this engine's backend."""
+        self.ops = ops
+        self.transcriber = families.load(self.model_file, ops)
+        self.hooks = families.stream_hooks(self.transcriber)
+
     def _move_to_cpu(self, failed: Ops, error: GpuError) -> None:
         """After ``failed`` (this engine's backend when the work began) raised ``error``: the model on the
         CPU backend, by ``Fallback``'s rule (which raises ``error`` where it doesn't fall back). Another
@@ -210,9 +214,7 @@ class Engine:
         with self.lock:
             if self.ops is not failed:
                 return
-            self.ops = self.fallback.cpu_ops(error)
-            self.transcriber = families.load(self.model_file, self.ops)
-            self.hooks = families.stream_hooks(self.transcriber)
+            self._load_model(self.fallback.cpu_ops(error))
             self.backend_serial += 1
         device = getattr(failed, "device", None)
         if device is not None:

@@ -84,17 +84,15 @@ def adopt() -> None:
     request; without one, have wgpu-py create its own, with the same backends and flags."""
     from wgpu.backends.wgpu_native.extras import set_instance_extras
 
-    if not native.NATIVE:
-        set_instance_extras(backends=["Primary"], flags=["Empty"])
-        return
-    if native.has_instance():  # an earlier Device's: the process keeps one
-        return
-    if _started is not None:
-        try:
-            instance = _started.result()
-        except Exception as error:  # noqa: BLE001
-            log.warning("Creating the GPU instance ahead failed (%s); wgpu creates it.", error)
-        else:
-            if native.adopt_instance(instance):
-                return
+    if native.NATIVE:  # where wgpu-py's internals aren't known, it makes its own
+        if native.has_instance():  # an earlier Device's: the process keeps one
+            return
+        if _started is not None:
+            try:
+                instance = _started.result()
+            except Exception as error:  # noqa: BLE001
+                log.warning("Creating the GPU instance ahead failed (%s); wgpu creates it.", error)
+            else:
+                if native.adopt_instance(instance):
+                    return
     set_instance_extras(backends=["Primary"], flags=["Empty"])

@@ -63,6 +63,19 @@ def _history_rows(data: Path) -> list[tuple]:
         return db.execute("SELECT text, audio_path, status FROM dictations ORDER BY id").fetchall()
 
 
+def dictate_jfk_into(editor, sayso, desktop) -> int:
+    """Hold the shortcut over jfk.wav with ``editor`` focused until its words arrive there; the length
+    of Sayso's log before the dictation (``wait_for_log``'s ``since``)."""
+    editor.focus()
+    time.sleep(0.3)
+    logged = len(sayso.log)
+    xdotool("keydown", "ctrl+space")
+    desktop.play(JFK)
+    xdotool("keyup", "ctrl+space")
+    assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
+    return logged
+
+
 def test_hold_to_talk_pastes_into_another_app(sayso, desktop, windows):
     editor = windows("sayso-e2e-editor")
     editor.command("clipboard what the user had copied")
@@ -91,13 +104,7 @@ def test_a_clipboard_of_several_types_comes_back_whole_after_a_paste(sayso, desk
     editor.command("clipboard-image a chart of the quarter")
     before = editor.clipboard_contents()
     assert before["image"] == [24, 16, "#3366cc"] and "application/x-sayso-test" in before["formats"]
-    editor.focus()
-    time.sleep(0.3)
-    logged = len(sayso.log)
-    xdotool("keydown", "ctrl+space")
-    desktop.play(JFK)
-    xdotool("keyup", "ctrl+space")
-    assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
+    logged = dictate_jfk_into(editor, sayso, desktop)
     sayso.wait_for_log(r"delivered \d+ characters by paste", timeout=30, since=logged)
     # The editor learns of the clipboard's new owner by an X event that may trail the log line a little.
     same = ("clipboard", "image", "own")
@@ -122,20 +129,14 @@ time.sleep(600)  # holds the clipboard and never answers a request for it, as a 
 
 def test_a_clipboard_whose_owner_hangs_is_left_as_it_is_and_the_text_typed(sayso, desktop, windows):
     """The app that owns the clipboard doesn't answer (hung): the paste asks it once, briefly, types the
-    dictation instead, and leaves the clipboard to that app, without holding up Sayso's window."""
+    dictation instead, and leaves the clipboard to that app."""
     from Xlib import display
 
     editor = windows("sayso-e2e-hung-clipboard")
     owner = subprocess.Popen([sys.executable, "-c", HUNG_OWNER], stdout=subprocess.PIPE, text=True)
     try:
         owner_window = int(owner.stdout.readline())
-        editor.focus()
-        time.sleep(0.3)
-        logged = len(sayso.log)
-        xdotool("keydown", "ctrl+space")
-        desktop.play(JFK)
-        xdotool("keyup", "ctrl+space")
-        assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
+        logged = dictate_jfk_into(editor, sayso, desktop)
         sayso.wait_for_log(r"clipboard's owner doesn't answer: typing instead", timeout=30, since=logged)
         sayso.wait_for_log(r"delivered \d+ characters by type", timeout=30, since=logged)
         server = display.Display()

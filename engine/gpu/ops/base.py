@@ -46,6 +46,17 @@ class GpuOpsBase(Ops):
         return recorder
 
     @cached_property
+    def reduction_threads(self) -> int:
+        """Threads of a one-workgroup choice over a vocabulary (whisper_select, a transducer's choose): as
+        many as the device allows, up to 1024 (a power of two, at most 24 bytes of workgroup memory each).
+        Such a kernel's time is each thread's walk over n_vocab / threads logits, one step after another."""
+        limits, threads = self.device.limits, 1024
+        while threads > 64 and (threads > limits["max-compute-invocations-per-workgroup"]
+                                or 24 * threads > limits["max-compute-workgroup-storage-size"]):
+            threads //= 2
+        return threads
+
+    @cached_property
     def zero_counter(self) -> wgpu.GPUBuffer:
         """The counter bound where a kernel takes an int position: a zero that nothing advances."""
         return self.device.buffer(16, label="zero-position")

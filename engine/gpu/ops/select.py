@@ -58,24 +58,12 @@ def mask_planes(rules: WhisperRules) -> np.ndarray:
     return np.packbits(bits, axis=1, bitorder="little").view("<u4")
 
 
-def reduction_threads(limits) -> int:
-    """Threads of a one-workgroup choice over a vocabulary (whisper_select, a transducer's choose): as
-    many as the device allows, up to 1024 (a power of two, at most 24 bytes of workgroup memory each).
-    Such a kernel's time is each thread's walk over n_vocab / threads logits, one step after another."""
-    threads = 1024
-    while threads > 64 and (threads > limits["max-compute-invocations-per-workgroup"]
-                            or 24 * threads > limits["max-compute-workgroup-storage-size"]):
-        threads //= 2
-    return threads
-
-
 class SelectOps(GpuOpsBase):
     """``whisper_selection``, ``whisper_select`` and ``read_whisper_selection`` of ``engine.ops.Ops``."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.decode_steps_per_read = 1 if self.device.is_cpu else STEPS_PER_READ
-        self._select_threads = reduction_threads(self.device.limits)
         # Mask planes by rules: uploaded once per model and setting, never pooled.
         self._whisper_masks: dict[WhisperRules, wgpu.GPUBuffer] = {}
 
@@ -99,7 +87,7 @@ class SelectOps(GpuOpsBase):
         params = [rules.n_vocab, rules.eot, rules.timestamp_begin, int(rules.timestamps),
                   rules.max_initial_timestamp, selection.capacity, _words(rules)]
         self.run(WHISPER_SELECT, [logits, selection.masks, selection.state, selection.ids], params, (1, 1, 1),
-                 WG=self._select_threads)
+                 WG=self.reduction_threads)
         return selection.ids
 
     def read_whisper_selection(self, selection: GpuWhisperSelection) -> tuple[np.ndarray, np.ndarray]:

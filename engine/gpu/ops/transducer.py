@@ -12,7 +12,6 @@ import numpy as np
 
 from sayso.engine.gpu.entry_points import JOINT_HIDDEN, LSTM_CELL, TRANSDUCER_CHOOSE
 from sayso.engine.gpu.ops.base import GpuOpsBase
-from sayso.engine.gpu.ops.select import reduction_threads
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuTensor
 from sayso.engine.ops import JOINT_ACTIVATIONS, TRANSDUCER_HEADER
@@ -33,7 +32,6 @@ class TransducerOps(GpuOpsBase):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.search_steps_per_read = 4 if self.device.is_cpu else STEPS_PER_READ
-        self._choose_threads = reduction_threads(self.device.limits)
 
     def transducer_state(self, capacity: int) -> GpuTensor:
         state = np.zeros((1, TRANSDUCER_HEADER + 4 * capacity), np.uint32)
@@ -64,7 +62,7 @@ class TransducerOps(GpuOpsBase):
         A small vocabulary (GigaAM's 34 characters) gains nothing from more threads, each of which then
         has nothing to do but take part in the reduction's barriers."""
         wanted = 1 << max(6, (-(-n_tokens // 8) - 1).bit_length())
-        return min(self._choose_threads, wanted)
+        return min(self.reduction_threads, wanted)
 
     def lstm_cell(self, gates: GpuTensor, state: GpuTensor, c: GpuTensor, h: GpuTensor) -> None:
         hidden = h.shape[1]
