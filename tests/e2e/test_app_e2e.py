@@ -155,9 +155,9 @@ def test_toggle_from_a_desktop_shortcut_types_into_a_terminal(sayso, desktop, tm
     title = "sayso-e2e-terminal"
     terminal = subprocess.Popen(["xterm", "-T", title, "-e", f"stty -icanon -echo; cat > {out}"])
     try:
-        window = subprocess.run(
-            ["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60
-        ).stdout.split()[0]
+        # Visible, not only created: focusing a window that isn't mapped yet fails (BadMatch).
+        search = ["xdotool", "search", "--sync", "--onlyvisible", "--name", f"^{title}$"]
+        window = subprocess.run(search, capture_output=True, text=True, timeout=60).stdout.split()[0]
         xdotool("windowfocus", "--sync", window)
         time.sleep(0.5)
         assert sayso.run("--toggle").returncode == 0  # what a desktop shortcut bound to `sayso --toggle` runs
