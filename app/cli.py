@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+from sayso.app.core.text.vocabulary import parse_replacements
 from sayso.app.main import add_arguments
 from sayso.app.core.refusals import environment_error
 from sayso.engine.errors import SaysoError
@@ -43,9 +44,54 @@ def _engine(args):
     return Engine(args.model, device=args.device, notify=note)
 
 
+def dictation_text(args):
+    """What ``sayso transcribe --dictation`` does to a transcript's text, as a function of it: the user's
+    text rules and cleanup from Settings, as a dictation gets them, with the command's options over
+    them (a replacements file instead of the saved list; fillers removed)."""
+    from dataclasses import replace
+
+    from sayso.app.core.settings import SettingsStore
+    from sayso.app.core.writing import cleanup_for, text_rules, write_text
+    from sayso.engine.models import data_dir
+    from sayso.app.platform.locations import settings_file
+
+    settings = SettingsStore(settings_file(Path(data_dir()).expanduser())).load()
+    rules = text_rules(settings)
+    if args.remove_fillers:
+        rules = replace(rules, fillers=True)
+    if args.replacements:
+        rules = replace(rules, replacements=_replacements_file(args.replacements))
+    cleanup = cleanup_for(settings)
+
+    def write(raw: str) -> str:
+        text, note = write_text(raw, rules, cleanup)
+        if note:
+            print(f"sayso: {note}", file=sys.stderr)
+        return text
+
+    return write
+
+
+def _replacements_file(path: str):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SaysoError(f"{path} is not UTF-8 text: save it as UTF-8, "
+                         "one 'spoken form -> written form' a line.") from None
+    try:
+        return parse_replacements(text)
+    except ValueError as error:
+        raise SaysoError(f"{path}: {error}") from None
+
+
 def cmd_transcribe(args) -> int:
     from sayso.engine.formats import render
 
+    if not args.dictation and (args.replacements or args.remove_fillers):
+        raise SaysoError("--replacements and --remove-fillers shape a dictation's text: add --dictation.")
+    if args.dictation and args.format != "txt":
+        raise SaysoError(f"--dictation writes plain text; drop --format {args.format}.")
+    write = dictation_text(args) if args.dictation else None
     engine = _engine(args)
     failed = 0
     for path in args.files:
@@ -61,7 +107,10 @@ def cmd_transcribe(args) -> int:
             print(f"sayso: {error}", file=sys.stderr)
             failed += 1
             continue
-        write_out(render(transcript, args.format, file=str(path)))
+        if write is None:
+            write_out(render(transcript, args.format, file=str(path)))
+        else:
+            write_out(write(transcript.text))
     return 1 if failed else 0
 
 
@@ -259,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, default="txt")
     p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")
     p.add_argument("--prompt", help="custom vocabulary or context given to the model as its prompt")
+    p.add_argument("--dictation", action="store_true",
+                   help="write the text as a dictation would, by your Settings: spoken commands (comma, period, "
+                        "new line, scratch that, ...), replacements, fillers, the cleanup; and the options below")
+    p.add_argument("--replacements", metavar="FILE",
+                   help="with --dictation: a replacements file, one 'spoken form -> written form' a line")
+    p.add_argument("--remove-fillers", action="store_true", help="with --dictation: drop um, uh, erm, hmm, ...")
     p.set_defaults(run=cmd_transcribe)
 
     p = sub.add_parser("convert", help="convert a CTranslate2 or Hugging Face Whisper model to GGUF")

@@ -2,7 +2,7 @@
 # Sets Sayso up on a fresh Debian/Ubuntu machine: system libraries, then a virtual environment
 # `.venv` at the repository root with the `sayso` command in it.
 #   bash packaging/setup.sh          # what the app needs
-#   bash packaging/setup.sh --test   # plus what the test suite needs (Xvfb, PulseAudio, xdotool, ...)
+#   bash packaging/setup.sh --test   # plus what the test suite needs (Xvfb, PulseAudio, xdotool, espeak-ng, ...)
 # Python packages are installed at the versions pinned in packaging/constraints.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 runtime=(libvulkan1 mesa-vulkan-drivers libportaudio2 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
          libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3 xdotool xclip x11-utils)
 testing=(xvfb xauth xterm trayer pulseaudio pulseaudio-utils libasound2-plugins dbus-daemon dunst
-         desktop-file-utils appstream sway wl-clipboard wtype)
+         desktop-file-utils appstream sway wl-clipboard wtype espeak-ng)
 packages=("${runtime[@]}")
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
