@@ -13,12 +13,17 @@ def cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "sayso"
 
 
-def write_text_atomically(path: Path, text: str) -> None:
+def write_text_atomically(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` so that a reader (another start, a crash half-way) sees the old file
-    or the new one, never part of one: a temporary file beside it, then ``os.replace``."""
+    or the new one, never part of one: a temporary file beside it, then ``os.replace``. ``mode``: the
+    file's permissions, set before any text is in it (None: the process's default)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    part.write_text(text, encoding="utf-8")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    if mode is not None:
+        os.fchmod(fd, mode)  # the umask, or a file a crash left, may give other bits; these are what was asked
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text)
     os.replace(part, path)
 
 

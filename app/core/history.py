@@ -34,7 +34,12 @@ CREATE TABLE IF NOT EXISTS dictations (
 );
 CREATE INDEX IF NOT EXISTS dictations_created ON dictations(created);
 """
-_COLUMNS = "id, created, audio_path, duration, model, text, status, error"
+# Columns added since the first release: a database an older version made gets them when opened.
+_ADDED_COLUMNS = {
+    "raw_text": "TEXT NOT NULL DEFAULT ''",  # the engine's words, before commands, vocabulary and cleanup
+    "note": "TEXT NOT NULL DEFAULT ''",  # what happened to a done dictation's text (a cleanup that failed)
+}
+_COLUMNS = "id, created, audio_path, duration, model, text, status, error, raw_text, note"
 _INTERRUPTED = "Sayso stopped before this was transcribed. Transcribe it again from here."
 
 
@@ -48,6 +53,8 @@ class Entry:
     text: str
     status: str
     error: str
+    raw_text: str = ""  # the engine's words where they differ from ``text`` (commands, vocabulary, cleanup)
+    note: str = ""
 
 
 class History:
@@ -66,6 +73,11 @@ class History:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a committed row is on the disk, not only in a buffer
         self._db.executescript(_SCHEMA)
+        present = {row[1] for row in self._db.execute("PRAGMA table_info(dictations)")}
+        with self._db:
+            for column, declaration in _ADDED_COLUMNS.items():
+                if column not in present:
+                    self._db.execute(f"ALTER TABLE dictations ADD COLUMN {column} {declaration}")
         with self._db:
             self._db.execute(
                 "UPDATE dictations SET status='failed', error=? WHERE status='transcribing'", (_INTERRUPTED,)
@@ -113,10 +125,12 @@ class History:
         )
         return [_entry(row) for row in rows]
 
-    def finish(self, entry_id: int, text: str, model: str) -> None:
+    def finish(self, entry_id: int, text: str, model: str, raw_text: str = "", note: str = "") -> None:
+        """The dictation's written ``text``; ``raw_text``, the engine's words, is kept where it differs."""
         with self._db:
             self._db.execute(
-                "UPDATE dictations SET text=?, model=?, status='done', error='' WHERE id=?", (text, model, entry_id)
+                "UPDATE dictations SET text=?, model=?, status='done', error='', raw_text=?, note=? WHERE id=?",
+                (text, model, raw_text if raw_text != text else "", note, entry_id),
             )
 
     def fail(self, entry_id: int, message: str) -> None:
@@ -133,10 +147,12 @@ class History:
         return _entry(row) if row else None
 
     def search(self, query: str = "", limit: int = 500) -> list[Entry]:
-        """Entries whose text contains ``query`` (case-insensitive), newest first."""
+        """Entries whose text, written or as the engine heard it, contains ``query`` (case-insensitive),
+        newest first."""
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM dictations WHERE text LIKE ? ESCAPE '\\' ORDER BY created DESC, id DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM dictations WHERE text LIKE ?1 ESCAPE '\\' OR raw_text LIKE ?1 ESCAPE '\\' "
+            "ORDER BY created DESC, id DESC LIMIT ?2",
             (pattern, limit),
         )
         return [_entry(row) for row in rows]
@@ -165,5 +181,5 @@ def _flush(path: Path) -> None:
 
 
 def _entry(row) -> Entry:
-    id_, created, audio, duration, model, text, status, error = row
-    return Entry(id_, created, Path(audio), duration, model, text, status, error)
+    id_, created, audio, duration, model, text, status, error, raw_text, note = row
+    return Entry(id_, created, Path(audio), duration, model, text, status, error, raw_text, note)

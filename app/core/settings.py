@@ -12,6 +12,8 @@ import logging
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from sayso.app.core.profiles import Profile, read_profiles
+from sayso.app.core.text.vocabulary import parse_replacements
 from sayso.engine.files import write_text_atomically
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,17 @@ class Settings:
     live_preview: bool = True  # show the words so far while recording
     hands_free: bool = False  # a dictation started by a toggle stops by itself when the speaker pauses
     start_at_login: bool = False  # an XDG autostart entry starts Sayso in the tray (app.autostart)
+    # What the engine's text goes through before it is written (app.core.text):
+    spoken_commands: bool = True  # "comma", "new line", "scratch that"... become what they say
+    remove_fillers: bool = False  # "um", "uh"... are dropped
+    replacements: str = ""  # "spoken form -> written form" lines (app.core.text.vocabulary's file format)
+    cleanup: bool = False  # send the text to a language model to fix punctuation and fillers
+    cleanup_url: str = "http://127.0.0.1:8080/v1"  # an OpenAI-compatible server (llama.cpp's; Ollama: :11434/v1)
+    cleanup_model: str = ""
+    cleanup_prompt: str = ""  # "" = app.core.text.cleanup.DEFAULT_PROMPT
+    cleanup_timeout: float = 5.0  # seconds; slower or failing, the text is written without the cleanup
+    cleanup_api_key: str = ""
+    profiles: tuple[Profile, ...] = ()  # per-app choices (app.core.profiles), the first match wins
 
     def with_changes(self, **changes) -> Settings:
         return replace(self, **changes)
@@ -52,6 +65,21 @@ class Settings:
 _CHOICES = {"mode": MODES, "delivery": DELIVERY_METHODS, "device": DEVICES}
 
 
+def _replacements(value: str) -> str:
+    parse_replacements(value)  # a file edited by hand may hold a line the rules can't read
+    return value
+
+
+def _timeout(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 600:
+        raise ValueError("a number of seconds from 0 to 600")
+    return float(value)
+
+
+# Values that need more than a type check: each reads the JSON value or raises ValueError.
+_READERS = {"replacements": _replacements, "cleanup_timeout": _timeout, "profiles": read_profiles}
+
+
 def _clean(raw: dict) -> dict:
     """Keep the known keys whose values have the right type and, for choices, an allowed value."""
     defaults = Settings()
@@ -60,9 +88,15 @@ def _clean(raw: dict) -> dict:
         if f.name not in raw:
             continue
         value = raw[f.name]
-        wanted = type(getattr(defaults, f.name))
-        if not isinstance(value, wanted) or (f.name in _CHOICES and value not in _CHOICES[f.name]):
-            log.warning("settings: ignoring %s=%r (not a valid value)", f.name, value)
+        try:
+            if f.name in _READERS:
+                value = _READERS[f.name](value)
+            elif not isinstance(value, type(getattr(defaults, f.name))):
+                raise ValueError(f"not a {type(getattr(defaults, f.name)).__name__}")
+            if f.name in _CHOICES and value not in _CHOICES[f.name]:
+                raise ValueError(f"not one of {', '.join(_CHOICES[f.name])}")
+        except (TypeError, ValueError) as error:
+            log.warning("settings: ignoring %s=%r (%s)", f.name, value, error)
             continue
         clean[f.name] = value
     return clean
@@ -87,4 +121,5 @@ class SettingsStore:
         return Settings(**_clean(raw))
 
     def save(self, settings: Settings) -> None:
-        write_text_atomically(self.path, json.dumps(asdict(settings), indent=2) + "\n")
+        # The user's alone (0600): it may hold an API key, and the vocabulary says what they write about.
+        write_text_atomically(self.path, json.dumps(asdict(settings), indent=2) + "\n", mode=0o600)

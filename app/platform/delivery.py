@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QMimeData, QObject, QProcess, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 
+from sayso.app.platform.focus import focused_window, window_class
 from sayso.app.platform.hotkeys import display_server
 from sayso.app.platform.keymap import SpareKeycodes
 
@@ -55,32 +55,6 @@ class DeliveryResult:
     delivered: bool
     method: str  # "paste" or "type" when delivered
     message: str = ""  # why it wasn't delivered, for the user
-
-
-def _run(args: list[str], timeout: float = 2.0) -> str | None:
-    """A quick query (xdotool get*, xprop): its stdout, or None when it fails or the tool is missing."""
-    try:
-        result = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
-def focused_window() -> str | None:
-    """The X window that has the keyboard focus (xdotool's decimal id), or None (Wayland, no X, no focus).
-
-    getactivewindow needs a window manager (EWMH); getwindowfocus works without one (bare X, Xvfb).
-    """
-    if display_server() != "x11" or not shutil.which("xdotool"):
-        return None
-    return _run(["xdotool", "getactivewindow"]) or _run(["xdotool", "getwindowfocus"]) or None
-
-
-def window_class(window: str) -> str:
-    """The window's WM_CLASS class name, lowercased ("" when unknown)."""
-    out = _run(["xprop", "-id", window, "WM_CLASS"]) or ""
-    names = [part.strip().strip('"').lower() for part in out.partition("=")[2].split(",")]
-    return names[-1] if names and names[-1] else ""
 
 
 class Delivery(QObject):

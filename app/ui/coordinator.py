@@ -5,8 +5,12 @@
     shortcut up   ─► short tail, stop the take, save audio + history row, queue the transcription (the
                      take's stream session has done most of it by then)
     hands-free    ─► a take started by a toggle stops by itself when the speaker pauses (VAD)
-    transcript    ─► history text, then deliver to the window captured at key-down (if it still has
-                     the focus; otherwise keep the text here and say so)
+    transcript    ─► the text rules and the optional cleanup (``app.core.writing``, off this thread),
+                     history text, then deliver to the window captured at key-down (if it still has
+                     the focus; otherwise keep the text here and say so), joined to what Sayso wrote
+                     there last
+The focused app at key-down picks the dictation's profile (``app.core.profiles``): its model, language,
+delivery and commands.
 
 The parts know nothing of each other: the microphone (PortAudio thread), the engine (its QThread), the
 hotkey listener (pynput thread) and delivery (subprocesses) all report back through Qt signals, so
@@ -27,11 +31,16 @@ from PySide6.QtWidgets import QApplication
 from sayso.app.platform.autostart import set_start_at_login, starts_at_login
 from sayso.app.platform.cues import CuePlayer
 from sayso.app.platform.delivery import Delivery, DeliveryResult
+from sayso.app.platform.focus import focused_app
 from sayso.app.ui.dictation_page import DictationPage
 from sayso.app.core.dictation import DictationState, FlowFacts, dictation_state
 from sayso.app.core.engine_worker import EngineClient, EngineFactory
 from sayso.app.ui.files_view import FilesPage
 from sayso.app.core.history import History
+from sayso.app.core.text.joining import join_to
+from sayso.app.core.profiles import DictationChoices, choices_for
+from sayso.app.core.writer import TextWriter
+from sayso.app.core.writing import LastWritten, Written, cleanup_for
 from sayso.app.ui.history_view import HistoryPage, entry_meta
 from sayso.app.platform.hotkeys import HotkeyListener, display_server, format_hotkey
 from sayso.app.platform.locations import settings_file
@@ -55,6 +64,7 @@ RECENT_SHOWN = 4  # dictations listed on the Dictation page
 class Take:
     deliver: bool  # False when started from Sayso's own window: the text then stays here
     target: str | None  # the window that had the focus at key-down
+    choices: DictationChoices  # Settings, with the focused app's profile over them
     started: float  # time.monotonic()
     stopping: bool = False
     released: float = 0.0  # time.monotonic() at key-up
@@ -69,6 +79,8 @@ class Pending:
     target: str | None
     released: float  # time.monotonic() at key-up, for the latency log
     duration: float
+    choices: DictationChoices
+    model: str = ""  # the model that transcribed it, once it has
 
 
 class Coordinator(QObject):
@@ -87,6 +99,8 @@ class Coordinator(QObject):
         self.microphone = Microphone()
         self.hotkeys = HotkeyListener(self)
         self.delivery = Delivery(self)
+        self.writer = TextWriter(self)
+        self.last_written = LastWritten()
         self.cues = CuePlayer()
         self.overlay = Overlay()
 
@@ -105,7 +119,8 @@ class Coordinator(QObject):
         self.tray = Tray(self)
 
         self._take: Take | None = None
-        self._pending: dict[int, Pending] = {}
+        self._pending: dict[int, Pending] = {}  # by engine job id, until the engine's text is in
+        self._writing: dict[int, Pending] = {}  # by engine job id, until the text rules and cleanup are done
         self._deliveries: deque[tuple[str, Pending]] = deque()
         self._delivering: tuple[str, Pending] | None = None
         self._mic_error = ""
@@ -132,6 +147,7 @@ class Coordinator(QObject):
         self.hotkeys.released.connect(self._on_hotkey_released)
         self.hotkeys.failed.connect(self.dictation_page.notice.show_text)
         self.delivery.done.connect(self._on_delivered)
+        self.writer.written.connect(self._on_written)
         self.dictation_page.record_clicked.connect(lambda: self.toggle(deliver=False))
         self.settings_page.changed.connect(self.apply_settings)
         self.settings_page.rescan_requested.connect(self.rescan_microphones)
@@ -181,6 +197,8 @@ class Coordinator(QObject):
         self.hotkeys.stop()
         self.microphone.close()
         self.client.shutdown()
+        self.writer.stop()
+        self.history_page.stop()
         self.history.close()
         self.tray.hide()
         self.overlay.close()
@@ -272,7 +290,7 @@ class Coordinator(QObject):
         take = self._take
         state = dictation_state(FlowFacts(
             recording=take is not None and not take.stopping,
-            finishing=bool(self._pending) or (take is not None and take.stopping),
+            finishing=bool(self._pending or self._writing) or (take is not None and take.stopping),
             model_ready=self.client.ready, load_error=self.client.load_error or "",
             microphone_error=self._mic_error or ""))
         detail = {
@@ -338,20 +356,26 @@ class Coordinator(QObject):
         if not self.microphone.is_open and not self._open_microphone():
             self._show_problem(self._mic_error)
             return False
+        target = self.delivery.capture_target() if deliver else None
+        choices = choices_for(self.settings, focused_app(target) if deliver else "")
+        self.settings_page.profiles.show_last_app(choices.app)
         sink = None
-        if self.client.ready:  # streamed even without live text: the engine works ahead of the key-up
-            sink = self.client.begin_take(language=self.settings.language or None, prompt=self.settings.prompt,
+        # Streamed even without live text, so the engine works ahead of the key-up; not where a profile
+        # asks for another model than the session's, which the engine loads for the finished take.
+        if self.client.ready and choices.model is None:
+            sink = self.client.begin_take(language=choices.language, prompt=self.settings.prompt,
                                           partials=self.settings.live_preview)
         self.microphone.start_take(sink)
-        self._take = Take(deliver, self.delivery.capture_target() if deliver else None, time.monotonic(),
-                          hands_free=hands_free, stream=self.client.take_id)
+        self._take = Take(deliver, target, choices, time.monotonic(), hands_free=hands_free,
+                          stream=self.client.take_id if sink else None)
         if self.settings.cues:
             self.cues.play("start")
         if self._overlay_shown:
             self.overlay.show_recording()
         self._level_timer.start()
         self._refresh_state()
-        log.info("recording (target window %s)", self._take.target)
+        log.info("recording (target window %s, app %r%s)", target, choices.app,
+                 ", its profile" if choices.profile else "")
         return True
 
     def stop_dictation(self) -> None:
@@ -368,7 +392,7 @@ class Coordinator(QObject):
     def _finish_take(self) -> None:
         take, self._take = self._take, None
         pcm = self.microphone.stop_take()
-        stream = self.client.end_take()
+        stream = self.client.end_take() if take.stream is not None else None
         self._level_timer.stop()
         if self.settings.cues:
             self.cues.play("stop")
@@ -385,9 +409,10 @@ class Coordinator(QObject):
             log.error("history: can't save the recording: %s", reason)
             self.dictation_page.notice.show_text(f"This dictation couldn't be saved to History: {reason} "
                                                  "Its text is delivered all the same.")
-        job_id = self.client.submit_pcm(pcm, language=self.settings.language or None, prompt=self.settings.prompt,
-                                        take=stream)
-        self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000)
+        job_id = self.client.submit_pcm(pcm, language=take.choices.language, prompt=self.settings.prompt,
+                                        model=take.choices.model, take=stream)
+        self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000,
+                                        take.choices)
         if self._overlay_shown:
             self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
         self.history_page.refresh()
@@ -411,15 +436,25 @@ class Coordinator(QObject):
         pending = self._pending.pop(job_id, None)
         if pending is None:
             return
-        text = transcript.text.strip()
-        if pending.entry_id is not None:
-            self.history.finish(pending.entry_id, text, transcript.model)
-            self.history_page.refresh()
         log.info(
             "transcribed %.1f s in %.0f ms after key-up", pending.duration, 1000 * (time.monotonic() - pending.released)
         )
+        pending.model = transcript.model
+        self._writing[job_id] = pending
+        self.writer.write(job_id, transcript.text.strip(), pending.choices.rules, cleanup_for(self.settings))
+
+    def _on_written(self, written: Written) -> None:
+        pending = self._writing.pop(written.key, None)
+        if pending is None or self._shut_down:  # shut down: the History is closed, the entry is interrupted
+            return
+        text = written.text
+        if pending.entry_id is not None:
+            self.history.finish(pending.entry_id, text, pending.model, raw_text=written.raw, note=written.note)
+            self.history_page.refresh()
+        if written.note:
+            self.dictation_page.notice.show_text(written.note)
         if not text:
-            self._show_message("No speech heard", "info")
+            self._show_message("No speech heard" if not written.raw else "Nothing left to write", "info")
             self._refresh_state()
             self.dictation_done.emit("", None)
             return
@@ -449,13 +484,15 @@ class Coordinator(QObject):
             return
         self._delivering = self._deliveries.popleft()
         text, pending = self._delivering
-        self.delivery.deliver(text, pending.target, self.settings.delivery)
+        previous = self.last_written.previous(pending.target)
+        self.delivery.deliver(join_to(previous, text), pending.target, pending.choices.delivery)
 
     def _on_delivered(self, result: DeliveryResult) -> None:
         text, pending = self._delivering
         self._delivering = None
         elapsed = 1000 * (time.monotonic() - pending.released)
         if result.delivered:
+            self.last_written.remember(pending.target, text)
             log.info("delivered %d characters by %s, %.0f ms after key-up", len(text), result.method, elapsed)
             self._show_last_dictation()
             if self._overlay_shown:

@@ -26,6 +26,8 @@ from sayso.app.platform import assets
 from sayso.app.core.engine_worker import PRIORITY_HISTORY, EngineClient
 from sayso.app.core.history import Entry, History
 from sayso.app.core.settings import Settings
+from sayso.app.core.writer import TextWriter
+from sayso.app.core.writing import Written, cleanup_for, text_rules
 from sayso.app.ui.settings_view import available_models
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import Card, ElidedLabel, ListAndDetail, NoticeBar, PageHeader, format_duration, label
@@ -77,6 +79,9 @@ class HistoryPage(QWidget):
         self._client = client
         self._settings = settings
         self._reruns: dict[int, int] = {}  # job id -> entry id
+        self._writer = TextWriter(self)  # a dictation transcribed again is written by the same rules
+        self._writer.written.connect(self._on_written)
+        self._stopped = False
 
         column = QVBoxLayout(self)
         column.setContentsMargins(28, 24, 28, 24)
@@ -124,6 +129,9 @@ class HistoryPage(QWidget):
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         detail.body.addWidget(self.text, 1)
+        self.heard = label("", "Muted", wrap=True)  # the engine's words, where the text rules changed them
+        self.heard.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        detail.body.addWidget(self.heard)
         detail.body.addWidget(label("Transcribe the recording again", "Muted"))
         rerun = QHBoxLayout()
         rerun.setSpacing(8)
@@ -218,12 +226,16 @@ class HistoryPage(QWidget):
             self.meta.setText("")
             self.text.setPlainText("")
             self.error.hide()
+            self.heard.hide()
             return
         self.title.setText(when(entry.created))
         self.meta.setText(" · ".join(p for p in (format_duration(entry.duration), entry.model) if p))
         self.text.setPlainText(entry.text)
         self.error.setText(entry.error)
         self.error.setVisible(bool(entry.error))
+        heard = [f"As heard: {entry.raw_text}"] if entry.raw_text else []
+        self.heard.setText("\n".join(heard + ([entry.note] if entry.note else [])))
+        self.heard.setVisible(bool(heard or entry.note))
         busy = entry.status == "transcribing"
         self.rerun_button.setEnabled(not busy)
         self.rerun_button.setText("Transcribing…" if busy else "Transcribe")
@@ -272,9 +284,23 @@ class HistoryPage(QWidget):
     def _on_finished(self, job_id: int, transcript) -> None:
         entry_id = self._reruns.pop(job_id, None)
         if entry_id is not None:
-            self._history.finish(entry_id, transcript.text.strip(), transcript.model)
-            self.refresh()
-            self.entry_changed.emit(entry_id)
+            settings = self._settings()
+            self._writer.write((entry_id, transcript.model), transcript.text.strip(), text_rules(settings),
+                               cleanup_for(settings))
+
+    def stop(self) -> None:
+        """Write nothing more: the History is closing (a text still being written is dropped; its
+        recording stays, and the entry is offered as interrupted at the next start)."""
+        self._writer.stop()
+        self._stopped = True
+
+    def _on_written(self, written: Written) -> None:
+        if self._stopped:
+            return
+        entry_id, model = written.key
+        self._history.finish(entry_id, written.text, model, raw_text=written.raw, note=written.note)
+        self.refresh()
+        self.entry_changed.emit(entry_id)
 
     def _on_failed(self, job_id: int, message: str) -> None:
         entry_id = self._reruns.pop(job_id, None)

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -24,7 +23,10 @@ from sayso.app.ui.overlay import can_float
 from sayso.app.platform.microphone import MicrophoneError, input_devices
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
-from sayso.app.ui.widgets import Card, NoticeBar, icon_button, label, scrolling_page
+from sayso.app.ui.writing_settings import CleanupCard, ProfilesCard, WritingCard
+from sayso.app.ui.widgets import Card, NoticeBar, icon_button, scrolling_page
+from sayso.app.ui.widgets import select_data as _select
+from sayso.app.ui.widgets import settings_row as _row
 
 LANGUAGES = [
     ("", "Detect automatically"), ("en", "English"), ("de", "German"), ("fr", "French"), ("es", "Spanish"),
@@ -142,28 +144,6 @@ class ShortcutEdit(QLineEdit):
         self.changed.emit(self._value)
 
 
-def _row(title: str, description: str, control: QWidget) -> QWidget:
-    """A settings line: title and a muted explanation on the left, the control on the right."""
-    row = QWidget()
-    layout = QHBoxLayout(row)
-    layout.setContentsMargins(0, 4, 0, 4)
-    layout.setSpacing(24)
-    texts = QVBoxLayout()
-    texts.setSpacing(2)
-    texts.addWidget(label(title))
-    if description:
-        texts.addWidget(label(description, "Muted", wrap=True))
-    layout.addLayout(texts, 1)
-    control.setFixedWidth(280)
-    layout.addWidget(control, 0, Qt.AlignmentFlag.AlignVCenter)
-    return row
-
-
-def _select(combo: QComboBox, value) -> None:
-    index = combo.findData(value)
-    combo.setCurrentIndex(max(index, 0))
-
-
 class SettingsPage(QWidget):
     changed = Signal(object)  # the new Settings
     rescan_requested = Signal()  # the user wants the microphone list read again
@@ -275,6 +255,14 @@ class SettingsPage(QWidget):
         card.body.addWidget(_row("Vocabulary", "Names and terms the model should spell your way.", self.vocabulary))
         column.addWidget(card)
 
+        # --- the text: commands and vocabulary, cleanup, per-app profiles
+        self.writing = WritingCard()
+        self.cleanup = CleanupCard()
+        self.profiles = ProfilesCard(available_models, LANGUAGES)
+        for card in (self.writing, self.cleanup, self.profiles):
+            card.changed.connect(self._changed)
+            column.addWidget(card)
+
         # --- start-up
         card = Card("Start-up")
         self.start_at_login = QCheckBox("Start Sayso when I log in")
@@ -312,6 +300,8 @@ class SettingsPage(QWidget):
         if self.vocabulary.toPlainText() != settings.vocabulary:
             self.vocabulary.setPlainText(settings.vocabulary)
         self._vocabulary_timer.stop()
+        for card in (self.writing, self.cleanup, self.profiles):
+            card.load(settings)
         self._loading = False
 
     def current(self) -> Settings:
@@ -329,6 +319,7 @@ class SettingsPage(QWidget):
             device=self.device.currentData(),
             language=self.language.currentData(),
             vocabulary=self.vocabulary.toPlainText().strip(),
+            **self.writing.values(), **self.cleanup.values(), **self.profiles.values(),
         )
 
     def _changed(self, *_) -> None:

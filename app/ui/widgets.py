@@ -10,6 +10,7 @@ from PySide6.QtCore import Property, QEasingCurve, QPropertyAnimation, QRectF, Q
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractButton,
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -358,3 +359,26 @@ class ListAndDetail(QSplitter):
         self.setStretchFactor(0, 2)
         self.setStretchFactor(1, 3)
         self.setSizes([300, 460])
+
+
+def settings_row(title: str, description: str, control: QWidget) -> QWidget:
+    """A settings line: title and a muted explanation on the left, the control on the right."""
+    row = QWidget()
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 4, 0, 4)
+    layout.setSpacing(24)
+    texts = QVBoxLayout()
+    texts.setSpacing(2)
+    texts.addWidget(label(title))
+    if description:
+        texts.addWidget(label(description, "Muted", wrap=True))
+    layout.addLayout(texts, 1)
+    control.setFixedWidth(280)
+    layout.addWidget(control, 0, Qt.AlignmentFlag.AlignVCenter)
+    return row
+
+
+def select_data(combo: QComboBox, value) -> None:
+    """Select the item whose data is ``value`` (the first item when none has it)."""
+    index = combo.findData(value)
+    combo.setCurrentIndex(max(index, 0))

@@ -12,7 +12,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from Xlib import display  # noqa: E402
 
-from sayso.app.platform.delivery import Delivery, focused_window, window_class  # noqa: E402
+from sayso.app.platform.delivery import Delivery  # noqa: E402
+from sayso.app.platform.focus import focused_window, window_class  # noqa: E402
 from sayso.app.platform.keymap import keysym  # noqa: E402
 from e2e.fixtures import x_display  # noqa: E402, F401
 from e2e.services import require  # noqa: E402

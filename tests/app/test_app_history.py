@@ -64,3 +64,32 @@ def test_unfinished_rows_are_marked_failed_on_the_next_start(tmp_path):
     reopened.fail(entry.id, "No model.")
     assert reopened.get(entry.id).error == "No model."
     reopened.close()
+
+
+def test_the_engine_words_are_kept_beside_the_written_text_and_searched(tmp_path):
+    history = History(tmp_path)
+    entry = history.add(np.zeros(16000, np.float32))
+    history.finish(entry.id, "Hello, world.\nNew line.", "tiny", raw_text="Hello comma world period new line",
+                   note="Written without the cleanup: the server did not answer in 5 s.")
+    done = history.get(entry.id)
+    assert (done.text, done.raw_text) == ("Hello, world.\nNew line.", "Hello comma world period new line")
+    assert done.note.startswith("Written without the cleanup")
+    assert [e.id for e in history.search("comma world")] == [entry.id]  # found by what was said, too
+    same = history.add(np.zeros(16000, np.float32))
+    history.finish(same.id, "Plain.", "tiny", raw_text="Plain.")
+    assert history.get(same.id).raw_text == ""  # kept only where the rules changed something
+    history.close()
+
+
+def test_a_database_from_before_the_written_text_gets_its_new_columns(tmp_path):
+    with sqlite3.connect(tmp_path / "history.sqlite3") as db:  # the first release's table
+        db.execute("CREATE TABLE dictations (id INTEGER PRIMARY KEY, created REAL NOT NULL, audio_path TEXT NOT NULL, "
+                   "duration REAL NOT NULL, model TEXT NOT NULL DEFAULT '', text TEXT NOT NULL DEFAULT '', "
+                   "status TEXT NOT NULL DEFAULT 'transcribing', error TEXT NOT NULL DEFAULT '')")
+        db.execute("INSERT INTO dictations (created, audio_path, duration, text, status) "
+                   "VALUES (1, 'a.wav', 1.0, 'old', 'done')")
+    history = History(tmp_path)
+    (old,) = history.search()
+    assert (old.text, old.raw_text, old.note) == ("old", "", "")
+    history.close()
+

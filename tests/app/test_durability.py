@@ -89,7 +89,7 @@ def test_a_killed_app_loses_no_dictation_and_the_next_start_finishes_it(desktop,
         page = restarted.history_page
         assert not page.interrupted.isHidden()
         assert page.interrupted.text.text().startswith("1 dictation was interrupted when Sayso stopped")
-        with qtbot.waitSignal(restarted.client.finished, timeout=120_000):
+        with qtbot.waitSignal(page.entry_changed, timeout=120_000):  # transcribed, then written
             qtbot.mouseClick(page.finish_button, Qt.MouseButton.LeftButton)
         ((_, status, _, _, text, error),) = rows(data)
         print(f"transcribed on the next start: {text}")
