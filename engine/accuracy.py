@@ -229,7 +229,7 @@ def greedy_tokens(steps: list[np.ndarray], rules: WhisperRules) -> tuple[list[in
     """The tokens a window's recorded step logits give under the logit rules (EOT excluded), and each
     step's logits after the rules (float64, -inf where a rule forbids a token), EOT's step included.
 
-    This is the numpy oracle of ``Ops.whisper_select`` run again on the engine's own logits, so a
+    This is the numpy oracle of ``WhisperOps.whisper_select`` run again on the engine's own logits, so a
     backend whose selection disagrees with the rules shows up as a transcript that can't be matched.
     """
     tokens: list[int] = []

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from sayso.engine.errors import GpuError, SaysoError
-from sayso.engine.ops import Ops
+from sayso.engine.ops import Backend
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def import_gpu_backend(device: DeviceChoice, part: Literal["device", "ops"]) -> 
         pass
 
 
-def make_ops(device: DeviceChoice = "auto") -> Ops:
+def make_ops(device: DeviceChoice = "auto") -> Backend:
     """Open the backend for ``device``; ``auto`` falls back to numpy with a log line saying why. A GPU
     backend's device may still be opening (``engine.gpu.Device``): a device that won't open raises
     ``DeviceOpenError`` where it is first used, loading the model (``Engine`` falls back there)."""
@@ -88,7 +88,7 @@ class Fallback:
     def device(self) -> DeviceChoice:
         return "cpu" if self.failure is not None else self._device
 
-    def cpu_ops(self, error: GpuError) -> Ops:
+    def cpu_ops(self, error: GpuError) -> Backend:
         """The numpy backend after ``error``, or ``error`` raised where the rule keeps the GPU."""
         if not self.allowed:
             raise error
@@ -99,7 +99,7 @@ class Fallback:
         return numpy_fallback(f"the GPU failed ({error})")
 
 
-def numpy_fallback(reason: str) -> Ops:
+def numpy_fallback(reason: str) -> Backend:
     """The numpy backend, with a log line that says why the GPU isn't used."""
     from sayso.engine.cpu.ops import NumpyOps
 

@@ -27,7 +27,7 @@ from sayso.engine.silero import SileroModel
 from sayso.engine.vad import ONSET_MARGIN, PAUSE_SECONDS, Span, Vad
 from sayso.engine.errors import AudioError, GpuError, ModelFileError, NonFiniteOutput, SaysoError
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import Ops
+from sayso.engine.ops import Backend
 from sayso.engine.options import check_options
 from sayso.engine.segmenter import SAMPLE_RATE, pieces
 from sayso.engine.transcript import Segment, Transcript, not_before
@@ -179,12 +179,13 @@ class Engine:
         ``ONSET_MARGIN`` before the speech (a model may date its first words to its window's start).
         ``features``: the family's keeper of frontend frames for audio that starts at ``span.start``;
         ``interrupt``: stops the work with ``errors.Interrupted`` once set. Each goes to the family only
-        if it takes it (``self.hooks``)."""
+        if it takes it (``Transcriber.stream_hooks``)."""
         if span is None:
             return [], language
         start, end, speech = span
         given = {"features": features, "interrupt": interrupt}
-        extra = {name: value for name, value in given.items() if value is not None and name in self.hooks}
+        hooks = self.transcriber.stream_hooks
+        extra = {name: value for name, value in given.items() if value is not None and name in hooks}
         ops = self.ops
         try:
             with self.lock, ops.errors("transcribing"), self._host_work():
@@ -201,13 +202,12 @@ class Engine:
             not_before(segments, offset + speech / SAMPLE_RATE - ONSET_MARGIN)
         return segments, language
 
-    def _load_model(self, ops: Ops) -> None:
+    def _load_model(self, ops: Backend) -> None:
         """The model file's transcriber on ``ops``, which becomes this engine's backend."""
         self.ops = ops
         self.transcriber = families.load(self.model_file, ops)
-        self.hooks = families.stream_hooks(self.transcriber)
 
-    def _move_to_cpu(self, failed: Ops, error: GpuError) -> None:
+    def _move_to_cpu(self, failed: Backend, error: GpuError) -> None:
         """After ``failed`` (this engine's backend when the work began) raised ``error``: the model on the
         CPU backend, by ``Fallback``'s rule (which raises ``error`` where it doesn't fall back). Another
         thread may have moved it already (a stream's passes and the engine thread take turns)."""
@@ -216,9 +216,7 @@ class Engine:
                 return
             self._load_model(self.fallback.cpu_ops(error))
             self.backend_serial += 1
-        device = getattr(failed, "device", None)
-        if device is not None:
-            device.close()
+        failed.close()
 
     def make_transcript(self, segments: list[Segment], language: str | None, duration: float) -> Transcript:
         text = " ".join(s.text.strip() for s in segments if s.text.strip())
@@ -242,6 +240,4 @@ class Engine:
         return self.make_transcript(segments, language, duration)
 
     def close(self) -> None:
-        device = getattr(self.ops, "device", None)
-        if device is not None:
-            device.close()
+        self.ops.close()

@@ -1,11 +1,11 @@
 """Which model family a GGUF file holds, and the loader for it.
 
-Each family is one package (``engine/whisper``, ...) exposing ``load(model_file, ops)`` that returns a
-``Transcriber``: an object with ``window_seconds`` (the longest piece it takes at once), ``name``, and
-``transcribe(pcm, offset, language, task, prompt) -> (segments, language)`` for one piece.
+Each family is one package (``engine/whisper``, ...), a ``Family``: its ``load(model_file, ops)`` returns
+a ``Transcriber``, which transcribes one piece of audio at a time (``engine.engine.Engine`` cuts longer
+audio into pieces).
 
-Two optional keyword arguments of ``transcribe`` serve live dictation (``engine.stream``), each taken
-only by the families that declare it in their signature:
+Two optional keyword arguments of ``transcribe`` serve live dictation (``engine.stream``), each passed
+only to the transcribers that declare it in their ``stream_hooks``:
 
 * ``features``: an object from the transcriber's ``features()`` that keeps the frontend's frames
   between calls on audio that grows at its end, so each frame is computed once (Whisper, Moonshine).
@@ -16,11 +16,44 @@ only by the families that declare it in their signature:
 from __future__ import annotations
 
 import importlib
-import inspect
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
 
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import Ops
+from sayso.engine.ops import Backend
+from sayso.engine.transcript import Segment
+
+
+class Transcriber(Protocol):
+    """A family's model on a backend, as the engine and a dictation's stream drive it."""
+
+    name: str
+    window_seconds: float
+    """The longest piece of audio it takes at once."""
+    can_translate: bool
+    stream_hooks: frozenset[str]
+    """The optional ``transcribe`` arguments it takes (module docstring); with ``features`` it has a
+    ``features()`` method too."""
+
+    @property
+    def languages(self) -> Sequence[str]:
+        """The languages it transcribes (``engine.options.check_options``)."""
+
+    def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
+                   task: str = "transcribe", prompt: str | None = None) -> tuple[list[Segment], str]:
+        """Segments of one piece of 16 kHz mono audio, in seconds from ``offset``, and the language
+        spoken; a transcriber that declares ``stream_hooks`` takes those as keyword arguments too."""
+
+
+class Family(Protocol):
+    """A model family's package."""
+
+    def load(self, model_file: ModelFile, ops: Backend) -> Transcriber:
+        """The family's transcriber for ``model_file``, its weights made on ``ops``."""
+
 
 FAMILIES = {
     "whisper": "sayso.engine.whisper",
@@ -31,7 +64,7 @@ FAMILIES = {
 """general.architecture -> package that loads it."""
 
 
-def family(model_file: ModelFile):
+def family(model_file: ModelFile) -> Family:
     """The package of ``model_file``'s family, imported; a clear error for families we lack."""
     architecture = str(model_file.get("general.architecture", ""))
     package = FAMILIES.get(architecture)
@@ -45,12 +78,8 @@ def family(model_file: ModelFile):
     return importlib.import_module(package)
 
 
-def load(model_file: ModelFile, ops: Ops):
+def load(model_file: ModelFile, ops: Backend) -> Transcriber:
     """The family's transcriber for ``model_file`` on ``ops`` (its weights made in ``ops.loading()``)."""
     with ops.loading():
         return family(model_file).load(model_file, ops)
 
-
-def stream_hooks(transcriber) -> frozenset[str]:
-    """Which of the optional ``transcribe`` arguments (``features``, ``interrupt``) ``transcriber`` takes."""
-    return frozenset(inspect.signature(transcriber.transcribe).parameters) & {"features", "interrupt"}

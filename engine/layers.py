@@ -8,19 +8,18 @@ the containers and the small-tensor loaders (``engine.conformer.weights``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from sayso.engine.errors import ModelFileError
-from sayso.engine.ops import Ops, RowNorm, Tensor, WeightSource
+from sayso.engine.ops import Ops, RowNorm, Tensor, Weight, WeightSource
 
 
 @dataclass
 class Linear:
     """``y = x·Wᵀ + b``: weight [N, K] on the backend, bias [N] or None (e.g. Whisper's key projections)."""
 
-    weight: Any
+    weight: Weight
     bias: Tensor | None
 
 
@@ -54,9 +53,9 @@ class EncoderBlock:
     """A pre-norm Transformer encoder block: self-attention, then a two-layer MLP, each after its norm.
     A norm is a ``Norm`` (Whisper) or a bias-less norm's weight [d] (Moonshine): see ``encoder_block``."""
 
-    norm_attn: Any
+    norm_attn: Norm | Tensor
     attn: Attention
-    norm_ffn: Any
+    norm_ffn: Norm | Tensor
     fc1: Linear  # d -> ffn (Whisper: GELU), or d -> [value, gate] 2*ffn (Moonshine's decoder: SwiGLU)
     fc2: Linear
 
@@ -66,11 +65,11 @@ class DecoderBlock:
     """A pre-norm Transformer decoder block: causal self-attention, cross-attention over the encoder's
     states, then the MLP, each after its norm."""
 
-    norm_self: Any
+    norm_self: Norm | Tensor
     self_attn: Attention | StackedAttention
-    norm_cross: Any
+    norm_cross: Norm | Tensor
     cross_attn: Attention
-    norm_ffn: Any
+    norm_ffn: Norm | Tensor
     fc1: Linear
     fc2: Linear
 

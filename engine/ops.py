@@ -1,7 +1,9 @@
 """The operations every compute backend offers: the contract between model code and backends.
 
-Model code (``engine/whisper``, ``engine/moonshine``, ...) is written once against this interface
-and runs on either backend:
+Two contracts, which every backend implements (``Backend``): ``Ops``, the operations every model family
+uses, and ``WhisperOps``, Whisper's own decoding operations (its log-mel and its token selection). Model
+code (``engine/whisper``, ``engine/moonshine``, ...) is written once against the one it needs and runs
+on either backend:
 
 * ``engine.gpu.GpuOps``: WGSL kernels through wgpu; tensors live in GPU buffers and calls are
   *recorded*, then submitted when a result is read back (``read``) or ``flush`` is called.
@@ -14,12 +16,12 @@ Conventions that hold for every method:
   ``[T, C]``. Multi-head tensors keep heads side by side in the channel axis: ``[T, H*dh]``, head
   ``h`` owning columns ``h*dh .. (h+1)*dh``.
 * A linear weight is ``[N, K]`` (out features, in features), the PyTorch and GGUF layout, and
-  keeps its GGUF type (F32, F16, Q8_0) on the backend: ``Weight`` objects come from ``weight()``.
+  keeps its GGUF type (F32, F16, Q8_0) on the backend: ``Weight`` objects come from ``Ops.weight()``.
 * Methods return new tensors; inputs are never modified unless the docstring says so (KV caches).
 * Token ids are a backend tensor of uint32 (``ids``) so that an argmax on the GPU can feed the next
   step's embedding without a read-back.
-* Greedy decoding can stay on the backend for many steps: ``whisper_select`` picks the next token
-  under Whisper's logit rules, writes it where the next step's ``embed`` reads it and keeps the
+* Greedy decoding can stay on the backend for many steps: ``WhisperOps.whisper_select`` picks the next
+  token under Whisper's logit rules, writes it where the next step's ``embed`` reads it and keeps the
   history, which is read back once for several steps (``read_whisper_selection``).
 """
 
@@ -29,7 +31,7 @@ import abc
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -37,9 +39,35 @@ Activation = Literal["none", "gelu", "silu", "relu", "tanh", "square"]
 """The elementwise function applied to ``a·Wᵀ + b`` in ``gemm``/``gemv``. GELU is the exact erf form;
 ``square`` is x², a spectrum's power (``engine.whisper.frontend.BackendLogMel``)."""
 
-Tensor = Any
-"""A backend's activation tensor: ``np.ndarray`` on the CPU backend, ``GpuTensor`` on the GPU one.
-Every tensor has ``.shape`` (a tuple of ints)."""
+
+class Tensor(Protocol):
+    """A backend's activation tensor: ``np.ndarray`` on the CPU backend, ``GpuTensor`` on the GPU one.
+    Model code reads its shape and hands it back to the ops; its values only through ``Ops.read``."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+
+class Weight(Protocol):
+    """A linear weight [N, K] as a backend keeps it (``Ops.weight``): a float32 ``np.ndarray`` or a
+    ``Q8Weight`` on the CPU backend, a ``GpuWeight`` on the GPU one. Only the ops read its values."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+
+class KVCache(Protocol):
+    """A K/V cache for ``capacity`` positions of ``n_heads`` heads of ``head_dim`` (``Ops.kv_cache``),
+    written by ``Ops.kv_pack`` and read by ``Ops.attend``; each backend lays it out its own way."""
+
+    @property
+    def n_heads(self) -> int: ...
+
+    @property
+    def head_dim(self) -> int: ...
+
+    @property
+    def capacity(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -88,27 +116,6 @@ class Position:
         return Position(self.counter, self.offset + n)
 
 
-@dataclass(frozen=True)
-class WhisperRules:
-    """What Whisper's greedy token selection needs to know of a vocabulary (see ``Ops.whisper_select``).
-
-    ``suppress``: ids never chosen (the model's suppress_tokens and every control token between EOT
-    and the timestamps). ``begin_suppress``: ids not chosen at the first step (a bare space, EOT).
-    Ids from ``timestamp_begin`` up are timestamps, 20 ms apart; ``max_initial_timestamp`` is the
-    index (from ``timestamp_begin``) of the latest timestamp allowed as the first token.
-    ``timestamps`` False suppresses every timestamp instead of applying the timestamp rules.
-    Frozen and hashable, so a backend can upload its masks once per distinct set of rules.
-    """
-
-    n_vocab: int
-    eot: int
-    timestamp_begin: int
-    suppress: tuple[int, ...]
-    begin_suppress: tuple[int, ...]
-    timestamps: bool
-    max_initial_timestamp: int
-
-
 TRANSDUCER_HEADER = 4
 """State words before the emissions in ``Ops.transducer_state`` (and shaders/transducer.wgsl's HEADER)."""
 
@@ -117,9 +124,10 @@ JOINT_ACTIVATIONS = ("relu", "tanh", "sigmoid")
 
 
 class Ops(abc.ABC):
-    """Abstract backend. See the module docstring for layout conventions."""
+    """The operations every model family uses, and what a backend says of itself. See the module
+    docstring for layout conventions."""
 
-    name: str  # "gpu" or "cpu"
+    name: str  # "gpu" or "cpu", for people to read: code asks the capabilities below, never the name
 
     runs_beside_host: bool = False
     """Whether the backend's work runs off the CPU (a GPU): numpy work beside it (voice detection, a
@@ -144,11 +152,6 @@ class Ops(abc.ABC):
     of its state: on a GPU enough that a round trip is rare; the steps recorded past the end change
     nothing."""
 
-    decode_steps_per_read: int = 1
-    """Decoder steps to record between read-backs of a ``whisper_selection``
-    (``engine.whisper.decode.sample_greedy``): 1 where reading is free, more where each read-back is
-    a round trip to a GPU."""
-
     # ---- data movement ------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -160,7 +163,7 @@ class Ops(abc.ABC):
         """Upload token ids ``[T]`` (uint32)."""
 
     @abc.abstractmethod
-    def weight(self, source: WeightSource) -> Any:
+    def weight(self, source: WeightSource) -> Weight:
         """Make a 2-D ``[N, K]`` weight from its GGUF blocks, keeping its type where the backend can."""
 
     def loading(self) -> AbstractContextManager:
@@ -186,6 +189,10 @@ class Ops(abc.ABC):
     def flush(self) -> None:
         """Submit recorded work without reading anything back (no-op on the CPU backend)."""
 
+    def close(self) -> None:
+        """Let go of the backend's device once nothing will run on it again (``Engine.close``, and a
+        GPU the engine moved off): a GPU's memory and driver threads. No-op on the CPU backend."""
+
     def errors(self, what: str) -> AbstractContextManager:
         """A context in which the backend's own exceptions become ``SaysoError``s saying what failed
         while doing ``what`` (the GPU backend: any wgpu error, a lost device, to ``GpuError``), so the
@@ -207,7 +214,7 @@ class Ops(abc.ABC):
     def gemm(
         self,
         a: Tensor,
-        w: Any,
+        w: Weight,
         bias: Tensor | None = None,
         act: Activation = "none",
         residual: Tensor | None = None,
@@ -224,7 +231,7 @@ class Ops(abc.ABC):
     def gemv(
         self,
         a: Tensor,
-        w: Any,
+        w: Weight,
         bias: Tensor | None = None,
         act: Activation = "none",
         residual: Tensor | None = None,
@@ -242,7 +249,7 @@ class Ops(abc.ABC):
     # ---- embeddings -----------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def embed(self, ids: Tensor, table: Any, positions: Tensor | None, pos0: int | Position) -> Tensor:
+    def embed(self, ids: Tensor, table: Weight, positions: Tensor | None, pos0: int | Position) -> Tensor:
         """Token rows plus position rows: ``out[t] = table[ids[t]] + positions[pos0 + t]``.
 
         ids: [T] uint32; table: weight [V, D] (any weight type); positions: [P, D] float32 or None;
@@ -266,13 +273,6 @@ class Ops(abc.ABC):
     @abc.abstractmethod
     def softmax(self, x: Tensor) -> Tensor:
         """Softmax of each row of x: [M, N] over N."""
-
-    @abc.abstractmethod
-    def whisper_log_mel(self, mel: Tensor, frames: int) -> Tensor:
-        """Whisper's normalised log-mel [frames, n_mels] from the mel power of its first rows, mel:
-        [F <= frames, n_mels] (the frames with sound; the rest are silence, power 0): ``v =
-        log10(max(mel, 1e-10))``, each value clamped to at least ``top - 8``, then ``(v + 4) / 4``,
-        where ``top`` is the largest v, and at least -10 (silence's v) when F < frames."""
 
     @abc.abstractmethod
     def glu(self, x: Tensor) -> Tensor:
@@ -359,45 +359,6 @@ class Ops(abc.ABC):
     def argmax(self, x: Tensor) -> Tensor:
         """Index of the largest value of each row of x: [M, N] -> ids [M] (first index on ties)."""
 
-    @abc.abstractmethod
-    def whisper_selection(self, rules: WhisperRules, capacity: int) -> Any:
-        """A new greedy selection over one window: room for ``capacity`` chosen tokens (EOT included),
-        none chosen yet. It owns the ids tensor [1] that ``whisper_select`` writes."""
-
-    @abc.abstractmethod
-    def whisper_select(self, logits: Tensor, selection: Any) -> Tensor:
-        """Choose the next token from logits [1, n_vocab] under Whisper's rules; return ids [1].
-
-        The returned tensor is the selection's own ids tensor, the same one at every call, so that
-        the next step's ``embed`` reads the choice on the backend. With ``h`` the tokens chosen so
-        far (``n`` of them, the prompt and SOT sequence excluded), a token is allowed unless:
-
-        * it is in ``rules.suppress``, or ``n == 0`` and it is in ``rules.begin_suppress``;
-        * ``rules.timestamps`` is False and it is a timestamp;
-        * timestamp rules (OpenAI's ApplyTimestampRules), when ``rules.timestamps``:
-          if ``h[-1]`` is a timestamp and so is ``h[-2]`` (or ``n == 1``), no timestamp; if ``h[-1]``
-          is a timestamp and ``h[-2]`` is not, no text below EOT; a timestamp below the last chosen
-          one, or equal to it unless ``h[-1]`` is that timestamp and ``h[-2]`` is not; at ``n == 0``
-          no text and no timestamp past ``timestamp_begin + max_initial_timestamp``.
-
-        Then, if the log-sum-exp of the allowed timestamps' log-probabilities exceeds the largest
-        allowed text (non-timestamp) log-probability, text is disallowed too. The choice is the
-        largest allowed logit (first index on ties); its log-probability, under a softmax over the
-        allowed tokens only, is recorded with it. Once EOT was chosen, or ``capacity`` tokens,
-        every further call leaves the history alone and writes EOT to the ids (so steps recorded
-        past the end are harmless).
-        """
-
-    @abc.abstractmethod
-    def read_whisper_selection(self, selection: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The tokens chosen so far, uint32 [n], and their log-probabilities, float64 [n], in order;
-        the last token is EOT if it was chosen. Submits pending GPU work and waits for it."""
-
-    def read_whisper_selection_later(self, selection: Any) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
-        """``read_whisper_selection`` as of now, given by the function returned (see ``read_later``)."""
-        value = self.read_whisper_selection(selection)
-        return lambda: value
-
     # ---- a transducer's greedy search (engine.conformer.search) ------------------------------------
 
     @abc.abstractmethod
@@ -440,7 +401,7 @@ class Ops(abc.ABC):
         """Add ``by`` to ``position``'s counter, on the backend, in order with the work recorded."""
 
     @abc.abstractmethod
-    def kv_cache(self, n_heads: int, head_dim: int, capacity: int) -> Any:
+    def kv_cache(self, n_heads: int, head_dim: int, capacity: int) -> KVCache:
         """Allocate an empty K/V cache for ``capacity`` positions of ``n_heads`` heads (f16 on the GPU)."""
 
     @abc.abstractmethod
@@ -450,14 +411,14 @@ class Ops(abc.ABC):
         and ``read``/``read_later`` those of a tensor of one row; on the GPU no other method takes them."""
 
     @abc.abstractmethod
-    def kv_pack(self, cache: Any, k: Tensor, v: Tensor, pos0: int | Position) -> None:
+    def kv_pack(self, cache: KVCache, k: Tensor, v: Tensor, pos0: int | Position) -> None:
         """Write K and V rows k, v: [T, H*dh] (tensors or ``columns``) into the cache at positions
         pos0 .. pos0+T-1 (in place). The caller keeps them within the capacity: a GPU can't check a
         ``Position`` when recording (rows past the capacity are not written there)."""
 
     @abc.abstractmethod
     def attend(
-        self, q: Tensor, cache: Any, length: int | Position, causal: bool = True, scale: float | None = None
+        self, q: Tensor, cache: KVCache, length: int | Position, causal: bool = True, scale: float | None = None
     ) -> Tensor:
         """Attention of new query rows over a cache holding ``length`` positions (at most its capacity).
 
@@ -470,3 +431,100 @@ class Ops(abc.ABC):
         workgroup per head and row that walks every key, since the blocks can't be counted when
         recording.
         """
+
+
+# ---- Whisper's decoding operations ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhisperRules:
+    """What Whisper's greedy token selection needs to know of a vocabulary (see ``WhisperOps.whisper_select``).
+
+    ``suppress``: ids never chosen (the model's suppress_tokens and every control token between EOT
+    and the timestamps). ``begin_suppress``: ids not chosen at the first step (a bare space, EOT).
+    Ids from ``timestamp_begin`` up are timestamps, 20 ms apart; ``max_initial_timestamp`` is the
+    index (from ``timestamp_begin``) of the latest timestamp allowed as the first token.
+    ``timestamps`` False suppresses every timestamp instead of applying the timestamp rules.
+    Frozen and hashable, so a backend can upload its masks once per distinct set of rules.
+    """
+
+    n_vocab: int
+    eot: int
+    timestamp_begin: int
+    suppress: tuple[int, ...]
+    begin_suppress: tuple[int, ...]
+    timestamps: bool
+    max_initial_timestamp: int
+
+
+class WhisperSelection(Protocol):
+    """A greedy selection over one window (``WhisperOps.whisper_selection``): its rules and room, and
+    on the backend the tokens chosen so far, which only ``read_whisper_selection`` reads."""
+
+    @property
+    def rules(self) -> WhisperRules: ...
+
+    @property
+    def capacity(self) -> int: ...
+
+
+class WhisperOps(abc.ABC):
+    """Whisper's own operations: its log-mel's normalisation and its greedy token selection, which
+    only ``engine.whisper`` calls. Apart from ``Ops`` so that the contract every family uses says
+    nothing of one family's rules; every backend implements both (``Backend``)."""
+
+    decode_steps_per_read: int = 1
+    """Decoder steps to record between read-backs of a ``whisper_selection``
+    (``engine.whisper.decode.sample_greedy``): 1 where reading is free, more where each read-back is
+    a round trip to a GPU."""
+
+    @abc.abstractmethod
+    def whisper_log_mel(self, mel: Tensor, frames: int) -> Tensor:
+        """Whisper's normalised log-mel [frames, n_mels] from the mel power of its first rows, mel:
+        [F <= frames, n_mels] (the frames with sound; the rest are silence, power 0): ``v =
+        log10(max(mel, 1e-10))``, each value clamped to at least ``top - 8``, then ``(v + 4) / 4``,
+        where ``top`` is the largest v, and at least -10 (silence's v) when F < frames."""
+
+    @abc.abstractmethod
+    def whisper_selection(self, rules: WhisperRules, capacity: int) -> WhisperSelection:
+        """A new greedy selection over one window: room for ``capacity`` chosen tokens (EOT included),
+        none chosen yet. It owns the ids tensor [1] that ``whisper_select`` writes."""
+
+    @abc.abstractmethod
+    def whisper_select(self, logits: Tensor, selection: WhisperSelection) -> Tensor:
+        """Choose the next token from logits [1, n_vocab] under Whisper's rules; return ids [1].
+
+        The returned tensor is the selection's own ids tensor, the same one at every call, so that
+        the next step's ``embed`` reads the choice on the backend. With ``h`` the tokens chosen so
+        far (``n`` of them, the prompt and SOT sequence excluded), a token is allowed unless:
+
+        * it is in ``rules.suppress``, or ``n == 0`` and it is in ``rules.begin_suppress``;
+        * ``rules.timestamps`` is False and it is a timestamp;
+        * timestamp rules (OpenAI's ApplyTimestampRules), when ``rules.timestamps``:
+          if ``h[-1]`` is a timestamp and so is ``h[-2]`` (or ``n == 1``), no timestamp; if ``h[-1]``
+          is a timestamp and ``h[-2]`` is not, no text below EOT; a timestamp below the last chosen
+          one, or equal to it unless ``h[-1]`` is that timestamp and ``h[-2]`` is not; at ``n == 0``
+          no text and no timestamp past ``timestamp_begin + max_initial_timestamp``.
+
+        Then, if the log-sum-exp of the allowed timestamps' log-probabilities exceeds the largest
+        allowed text (non-timestamp) log-probability, text is disallowed too. The choice is the
+        largest allowed logit (first index on ties); its log-probability, under a softmax over the
+        allowed tokens only, is recorded with it. Once EOT was chosen, or ``capacity`` tokens,
+        every further call leaves the history alone and writes EOT to the ids (so steps recorded
+        past the end are harmless).
+        """
+
+    @abc.abstractmethod
+    def read_whisper_selection(self, selection: WhisperSelection) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens chosen so far, uint32 [n], and their log-probabilities, float64 [n], in order;
+        the last token is EOT if it was chosen. Submits pending GPU work and waits for it."""
+
+    def read_whisper_selection_later(self, selection: WhisperSelection) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """``read_whisper_selection`` as of now, given by the function returned (see ``Ops.read_later``)."""
+        value = self.read_whisper_selection(selection)
+        return lambda: value
+
+
+class Backend(Ops, WhisperOps):
+    """A compute backend: the operations of every family (``Ops``) and Whisper's (``WhisperOps``).
+    ``engine.backend.make_ops`` opens one; a family's model takes the contract it calls."""

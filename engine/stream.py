@@ -222,7 +222,7 @@ class StreamSession:
                 continue
             if piece.pcm is not None:  # complete, and final
                 return _Pass(piece, piece.pcm, span, language, self._samples)
-            if "interrupt" not in self.engine.hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
+            if "interrupt" not in self.engine.transcriber.stream_hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
                 return None  # a pass the key-up might have to wait for: leave it all to finish()
             if self.partials and self._due(now):
                 return _Pass(piece, self._cutter.rest, span, language, self._samples)
@@ -246,7 +246,8 @@ class StreamSession:
         piece = job.piece
         # Frames are kept for audio that starts where the speech does, on the backend they were made on.
         if piece.origin != job.span[0] or piece.backend != self.engine.backend_serial:
-            piece.features = self.engine.transcriber.features() if "features" in self.engine.hooks else None
+            transcriber = self.engine.transcriber
+            piece.features = transcriber.features() if "features" in transcriber.stream_hooks else None
             piece.origin, piece.backend = job.span[0], self.engine.backend_serial
         started = time.monotonic()
         result = self.engine.transcribe_piece(job.pcm, piece.start / SAMPLE_RATE, job.span, job.language,

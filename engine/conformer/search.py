@@ -23,7 +23,7 @@ from sayso.engine.conformer.emission import Emission
 from sayso.engine.conformer.weights import linear, matrix_source
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.layers import Linear
-from sayso.engine.ops import TRANSDUCER_HEADER, Ops, Tensor
+from sayso.engine.ops import TRANSDUCER_HEADER, Ops, Tensor, Weight
 
 SYMBOLS_WITHOUT_LIMIT = 16
 """Tokens per frame the state holds room for when the head sets no per-frame limit (an RNN-T with
@@ -34,8 +34,8 @@ READ_WORDS = 1016
 
 @dataclass
 class BackendLstmLayer:
-    wx: object  # [4H, in] weight
-    wh: object  # [4H, H] weight
+    wx: Weight  # [4H, in]
+    wh: Weight  # [4H, H]
     bias: Tensor  # [4H]
 
 
@@ -44,7 +44,7 @@ class BackendTransducerHead:
     """Predictor + joint on the backend, searched greedily there: TDT when ``durations`` is given."""
 
     encoder_projection: Linear  # joint.enc: [J, d]
-    embed: object  # pred.embed: [V, H] weight
+    embed: Weight  # pred.embed: [V, H]
     layers: list[BackendLstmLayer]
     hidden: int  # H
     joint_pred: Linear  # [J, H]

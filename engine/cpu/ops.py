@@ -1,4 +1,4 @@
-"""The numpy backend: every ``Ops`` method computed at once, in float32, on ``np.ndarray`` tensors.
+"""The numpy backend: every ``Backend`` method computed at once, in float32, on ``np.ndarray`` tensors.
 
 It is the oracle that the GPU kernels are tested against, so each method is written to be
 obviously what the contract in ``engine/ops.py`` says; speed comes from BLAS (``a @ w.T``), from
@@ -28,7 +28,7 @@ from threadpoolctl import ThreadpoolController
 from sayso.engine import onnx_graph
 from sayso.engine.cpu.q8_matmul import STEP_ROWS, Q8Weight, q8_0_blocks
 from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, q8_0_values
-from sayso.engine.ops import TRANSDUCER_HEADER, Activation, Ops, Position, WeightSource, WhisperRules
+from sayso.engine.ops import TRANSDUCER_HEADER, Activation, Backend, Position, WeightSource, WhisperRules
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
 # z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.
@@ -170,7 +170,7 @@ def exp_shifted_rows(x: np.ndarray) -> np.ndarray:
 
 def whisper_log_mel(mel: np.ndarray, frames: int) -> np.ndarray:
     """Whisper's normalised log-mel float32 [frames, n_mels] from the mel power of its first rows
-    (``Ops.whisper_log_mel``), in ``mel``'s precision: ``NumpyOps`` and ``whisper.frontend.LogMel``."""
+    (``WhisperOps.whisper_log_mel``), in ``mel``'s precision: ``NumpyOps`` and ``whisper.frontend.LogMel``."""
     rows, n_mels = mel.shape
     log = np.log10(np.maximum(mel, 1e-10))
     top = max(float(log.max(initial=-np.inf)), -10.0 if rows < frames else -np.inf)  # silence: log10(1e-10)
@@ -226,8 +226,8 @@ class KvCache:
 
 
 @dataclass(eq=False)
-class WhisperSelection:
-    """Greedy selection over one window (``Ops.whisper_selection``): the tokens chosen so far, their
+class NumpyWhisperSelection:
+    """Greedy selection over one window (``WhisperOps.whisper_selection``): the tokens chosen so far, their
     log-probabilities, and ``ids`` [1], the last choice, which the next step's ``embed`` reads."""
 
     rules: WhisperRules
@@ -238,7 +238,7 @@ class WhisperSelection:
 
 
 def whisper_allowed_logits(logits: np.ndarray, rules: WhisperRules, chosen: list[int]) -> np.ndarray:
-    """float64 copy of logits [n_vocab] with -inf on every token ``Ops.whisper_select``'s rules
+    """float64 copy of logits [n_vocab] with -inf on every token ``WhisperOps.whisper_select``'s rules
     disallow after the tokens ``chosen`` so far (OpenAI's SuppressTokens, SuppressBlank and
     ApplyTimestampRules, in their order)."""
     x = logits.astype(np.float64)
@@ -271,8 +271,8 @@ def whisper_allowed_logits(logits: np.ndarray, rules: WhisperRules, chosen: list
     return x
 
 
-class NumpyOps(Ops):
-    """``Ops`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``.
+class NumpyOps(Backend):
+    """``Ops`` and ``WhisperOps`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``.
 
     ``fast`` (the engine's choice) hands three things numpy does slowly to ONNX Runtime kernels: Q8_0
     weights stay in 8 bits for decoder steps (``engine.cpu.q8_matmul``; their activations are then
@@ -423,9 +423,6 @@ class NumpyOps(Ops):
         in_blocks(x.shape[0], x.size, block)
         return y
 
-    def whisper_log_mel(self, mel, frames):
-        return whisper_log_mel(mel, frames)
-
     def glu(self, x):
         d = x.shape[1] // 2
         return x[:, :d] * sigmoid(x[:, d:])
@@ -540,24 +537,6 @@ class NumpyOps(Ops):
     def argmax(self, x):
         return np.argmax(x, axis=1).astype(np.uint32)  # numpy returns the first index on ties
 
-    def whisper_selection(self, rules, capacity):
-        return WhisperSelection(rules, capacity)
-
-    def whisper_select(self, logits, selection):
-        rules, chosen = selection.rules, selection.tokens
-        if len(chosen) == selection.capacity or (chosen and chosen[-1] == rules.eot):
-            selection.ids[0] = rules.eot
-            return selection.ids
-        allowed = whisper_allowed_logits(logits.reshape(-1), rules, chosen)
-        token = int(np.argmax(allowed))  # the first index on ties
-        chosen.append(token)
-        selection.logprobs.append(float(log_softmax(allowed)[token]))
-        selection.ids[0] = token
-        return selection.ids
-
-    def read_whisper_selection(self, selection):
-        return np.array(selection.tokens, np.uint32), np.array(selection.logprobs, np.float64)
-
     def transducer_state(self, capacity):
         state = np.zeros((1, TRANSDUCER_HEADER + 4 * capacity), np.uint32)
         state[0, 3] = 1
@@ -638,3 +617,26 @@ class NumpyOps(Ops):
         heard = np.matmul(weights, cache.v[:, :length])
         heard /= weights.sum(axis=-1, keepdims=True)
         return heard.reshape(1, h * dh)
+
+    # ---- Whisper's decoding operations (WhisperOps) ------------------------------------------------
+
+    def whisper_log_mel(self, mel, frames):
+        return whisper_log_mel(mel, frames)
+
+    def whisper_selection(self, rules, capacity):
+        return NumpyWhisperSelection(rules, capacity)
+
+    def whisper_select(self, logits, selection):
+        rules, chosen = selection.rules, selection.tokens
+        if len(chosen) == selection.capacity or (chosen and chosen[-1] == rules.eot):
+            selection.ids[0] = rules.eot
+            return selection.ids
+        allowed = whisper_allowed_logits(logits.reshape(-1), rules, chosen)
+        token = int(np.argmax(allowed))  # the first index on ties
+        chosen.append(token)
+        selection.logprobs.append(float(log_softmax(allowed)[token]))
+        selection.ids[0] = token
+        return selection.ids
+
+    def read_whisper_selection(self, selection):
+        return np.array(selection.tokens, np.uint32), np.array(selection.logprobs, np.float64)

@@ -24,6 +24,7 @@ class GigaamTranscriber:
 
     window_seconds = 25.0
     """GigaAM is trained on utterances up to 25 s (its own package refuses longer ones)."""
+    stream_hooks = frozenset()  # it keeps no frames between calls and is not interrupted
 
     def __init__(self, model_file: ModelFile, ops: Ops):
         self.config = GigaamConfig.from_model_file(model_file)

@@ -25,6 +25,7 @@ class MoonshineTranscriber:
     """Transcribes pieces of up to ``window_seconds``; the engine cuts longer audio into such pieces."""
 
     window_seconds = WINDOW_SECONDS
+    stream_hooks = frozenset({"features", "interrupt"})
 
     def __init__(self, model_file: ModelFile, ops: Ops):
         self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)

@@ -19,14 +19,13 @@ utterance, and the encoder's attention is not causal, so they run again on each 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from sayso.engine.errors import ModelFileError, check_interrupt
 from sayso.engine.layers import (Attention, Linear, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm,
                                  norm_weight, vector)
-from sayso.engine.ops import Ops, Tensor
+from sayso.engine.ops import KVCache, Ops, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Moonshine was trained with
 STEM_KERNELS = (127, 7, 3)
@@ -117,7 +116,7 @@ class EncoderOutput:
     cross-attention keys and values of the states (computed once, read at every decoder step)."""
 
     states: Tensor
-    cross_caches: list[Any]
+    cross_caches: list[KVCache]
 
     @property
     def length(self) -> int:
@@ -129,7 +128,7 @@ class DecoderState:
     """One decoding: per-layer self-attention KV caches filled up to ``position``."""
 
     encoder_output: EncoderOutput
-    self_caches: list[Any]
+    self_caches: list[KVCache]
     position: int = 0
 
 
@@ -192,7 +191,7 @@ class MoonshineModel:
         states = ops.layer_norm(x, self.enc_final_norm, None, LAYER_NORM_EPS)  # a tensor, even of one row
         return EncoderOutput(states, [self._cross_cache(states, block.cross_attn) for block in self.dec_blocks])
 
-    def _cross_cache(self, states: Tensor, attn: Attention) -> Any:
+    def _cross_cache(self, states: Tensor, attn: Attention) -> KVCache:
         c = self.config
         cache = self.ops.kv_cache(c.n_decoder_heads, c.d_model // c.n_decoder_heads, states.shape[0])
         self.ops.kv_pack(cache, self._apply(states, attn.k), self._apply(states, attn.v), 0)

@@ -25,6 +25,7 @@ class ParakeetTranscriber:
     window_seconds = 30.0
     """The engine's piece length (375 encoder frames): long enough for context, well inside the
     utterance lengths the models are trained on."""
+    stream_hooks = frozenset()  # it keeps no frames between calls and is not interrupted
 
     def __init__(self, model_file: ModelFile, ops: Ops):
         self.config = ParakeetConfig.from_model_file(model_file)

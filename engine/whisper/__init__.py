@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import Ops
+from sayso.engine.ops import Backend
 from sayso.engine.transcript import Segment
 from sayso.engine.whisper.decode import WINDOW_SECONDS, transcribe_window
 from sayso.engine.whisper.frontend import BackendLogMel, LogMel
@@ -19,8 +19,9 @@ class WhisperTranscriber:
     """Transcribes pieces of up to 30 s; the engine cuts longer audio into such pieces."""
 
     window_seconds = WINDOW_SECONDS
+    stream_hooks = frozenset({"features"})
 
-    def __init__(self, model_file: ModelFile, ops: Ops):
+    def __init__(self, model_file: ModelFile, ops: Backend):
         self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
         self.model = WhisperModel(model_file, ops)
         self.tokenizer = Tokenizer(
@@ -72,5 +73,5 @@ class WhisperTranscriber:
         return segments, language or ""
 
 
-def load(model_file: ModelFile, ops: Ops) -> WhisperTranscriber:
+def load(model_file: ModelFile, ops: Backend) -> WhisperTranscriber:
     return WhisperTranscriber(model_file, ops)

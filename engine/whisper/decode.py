@@ -19,7 +19,7 @@ OpenAI's quality checks (average log-probability below -1, or text that gzip com
 2.4 times: a loop) is decoded again without it. A 10,000-word prompt of numbered words otherwise
 made the model write the prompt's last word instead of the speech.
 
-The rules are ``Ops.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_allowed_logits``; GPU:
+The rules are ``WhisperOps.whisper_select`` (numpy oracle: ``engine.cpu.ops.whisper_allowed_logits``; GPU:
 ``shaders/whisper_select.wgsl``), so token choice stays on the backend and the decoder runs
 ``ops.decode_steps_per_read`` steps per submission without reading logits back.
 """
@@ -69,7 +69,7 @@ class DecodingResult:
 
 
 def logit_rules(config: WhisperConfig, tokenizer: Tokenizer, timestamps: bool) -> WhisperRules:
-    """The suppression and timestamp rules of the module docstring for ``Ops.whisper_select``."""
+    """The suppression and timestamp rules of the module docstring for ``WhisperOps.whisper_select``."""
     begin = tokenizer.timestamp_begin
     # every control token between EOT and the timestamps: SOT, languages, tasks, no-speech, ...
     control = np.arange(config.eot + 1, begin)
@@ -115,7 +115,7 @@ def no_speech_token(tokenizer: Tokenizer) -> int | None:
 
 
 def language_rules(config: WhisperConfig, tokenizer: Tokenizer) -> WhisperRules:
-    """Rules under which ``Ops.whisper_select`` picks the language whose token is likeliest (the
+    """Rules under which ``WhisperOps.whisper_select`` picks the language whose token is likeliest (the
     first on ties, as an argmax over them): every other token is suppressed."""
     return _rules_allowing_only(config, tokenizer.timestamp_begin, tuple(tokenizer.language_tokens().values()))
 

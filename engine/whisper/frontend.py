@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sayso.engine.cpu.ops import in_blocks, whisper_log_mel
-from sayso.engine.ops import Ops, Tensor, WeightSource
+from sayso.engine.ops import Backend, Tensor, WeightSource
 
 SAMPLE_RATE = 16000
 HOP_LENGTH = 160  # 10 ms: one mel frame per hop; the encoder halves this to 20 ms per output position
@@ -140,7 +140,7 @@ class BackendLogMel:
     computes a whole window, which costs a GPU less than ``LogMel``'s bookkeeping costs the CPU.
     """
 
-    def __init__(self, ops: Ops, filterbank: np.ndarray, window: np.ndarray):
+    def __init__(self, ops: Backend, filterbank: np.ndarray, window: np.ndarray):
         self.ops = ops
         self.n_fft = window.shape[0]
         bins = self.n_fft // 2 + 1

@@ -1,9 +1,9 @@
-"""Whisper's encoder and decoder, written once against ``engine.ops.Ops`` so they run on any backend.
+"""Whisper's encoder and decoder, written once against ``engine.ops.Backend`` so they run on any backend.
 
 Weights come from a GGUF file in transcribe.cpp's layout (``enc.*``, ``dec.*`` tensors, ``stt.whisper.*``
 keys). The model code does no arithmetic of its own on activations: every step is an ``ops`` call, and
 numpy only touches data where it enters (the log-mel) or leaves (the logits after SOT, for the no-speech
-probability and the language; tokens are chosen on the backend, ``Ops.whisper_select``).
+probability and the language; tokens are chosen on the backend, ``WhisperOps.whisper_select``).
 
 Shapes: the encoder maps a log-mel [n_mels, 2*n_audio_ctx] (3000 frames of 10 ms) to states
 [n_audio_ctx, d] (1500 positions of 20 ms); the decoder maps token ids to logits [vocab] for the last one.
@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from sayso.engine.errors import ModelFileError
 from sayso.engine.layers import Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm, norm
-from sayso.engine.ops import Ops, Position, Tensor
+from sayso.engine.ops import Backend, KVCache, Position, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
 CONV_KERNEL = 3
@@ -91,7 +89,7 @@ class EncoderOutput:
     layer's cross-attention keys and values of the states (computed once, read at every decoder step)."""
 
     states: Tensor
-    cross_caches: list[Any]
+    cross_caches: list[KVCache]
 
 
 @dataclass
@@ -99,8 +97,8 @@ class DecoderState:
     """One decoding of one window: per-layer self-attention KV caches filled up to ``position``, which
     ``at`` holds on the backend too, so that every decoder step records the same work."""
 
-    cross_caches: list[Any]
-    self_caches: list[Any]
+    cross_caches: list[KVCache]
+    self_caches: list[KVCache]
     at: Position
     position: int = 0
 
@@ -108,7 +106,7 @@ class DecoderState:
 class WhisperModel:
     """Whisper's weights on a backend, with ``encode`` and an incremental ``decode_step``."""
 
-    def __init__(self, model_file, ops: Ops):
+    def __init__(self, model_file, ops: Backend):
         self.ops = ops
         self.config = WhisperConfig.from_model_file(model_file)
         c = self.config
@@ -127,8 +125,8 @@ class WhisperModel:
         self.dec_final_norm = norm(model_file, ops, "dec.final_norm")
         # Per-layer KV cache sets of encoder outputs and decoder sessions that were dropped, handed out
         # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
-        self._spare_cross_caches: list[list[Any]] = []
-        self._spare_self_caches: list[list[Any]] = []
+        self._spare_cross_caches: list[list[KVCache]] = []
+        self._spare_self_caches: list[list[KVCache]] = []
 
     # ---- building blocks ----------------------------------------------------------------------------
 
@@ -175,7 +173,7 @@ class WhisperModel:
         weakref.finalize(output, self._spare_cross_caches.append, caches)
         return output
 
-    def _caches(self, spare: list[list[Any]], capacity: int) -> list[Any]:
+    def _caches(self, spare: list[list[KVCache]], capacity: int) -> list[KVCache]:
         """A KV cache per decoder layer for ``capacity`` positions: a spare set if there is one (its
         stale contents are never read: attention only reads positions written since)."""
         if spare:

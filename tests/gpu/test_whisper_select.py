@@ -1,4 +1,4 @@
-"""Whisper's greedy token selection (``Ops.whisper_select``): the numpy rules case by case, the GPU
+"""Whisper's greedy token selection (``WhisperOps.whisper_select``): the numpy rules case by case, the GPU
 kernel against them, and decoding that allocates nothing once a window has run.
 
 The rules are tested on a small made-up vocabulary (ids 0..399 text, 400 EOT, 401..449 control,

@@ -1,10 +1,10 @@
-"""The GPU backend: ``GpuOps`` implements ``engine.ops.Ops`` with WGSL kernels.
+"""The GPU backend: ``GpuOps`` implements ``engine.ops.Backend`` (``Ops`` and ``WhisperOps``) with WGSL kernels.
 
 Each group of kernels is a mixin in its own module, next to its WGSL file in ``shaders/``:
 ``linear`` (GEMM, GEMV, add, embedding, argmax), ``norm`` (LayerNorm, GroupNorm, softmax, GLU,
 SwiGLU, rotary), ``conv`` (im2col, depthwise conv), ``attention`` (flash attention, KV cache),
-``select`` (Whisper's greedy token selection), ``transducer`` (a transducer's greedy search),
-``frontend`` (Whisper's log-mel normalisation).
+``transducer`` (a transducer's greedy search), and ``WhisperOps``'s: ``select`` (Whisper's greedy token
+selection), ``frontend`` (Whisper's log-mel normalisation).
 """
 
 from sayso.engine.gpu.ops.attention import AttentionOps
@@ -18,7 +18,7 @@ from sayso.engine.gpu.ops.transducer import TransducerOps
 
 
 class GpuOps(LinearOps, NormOps, ConvOps, AttentionOps, SelectOps, TransducerOps, FrontendOps, GpuOpsBase):
-    """Every operation of ``engine.ops.Ops`` on one wgpu device."""
+    """Every operation of ``engine.ops.Backend`` on one wgpu device."""
 
 
 __all__ = ["GpuOps"]

@@ -16,10 +16,10 @@ from sayso.engine.gpu.fast import FastTier
 from sayso.engine.gpu.kernels import Kernels, known_pipelines_file
 from sayso.engine.gpu.recorder import DispatchRecorder, Replay
 from sayso.engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeight, ModelUpload
-from sayso.engine.ops import Ops, Position, WeightSource
+from sayso.engine.ops import Backend, Position, WeightSource
 
 
-class GpuOpsBase(Ops):
+class GpuOpsBase(Backend):
     """Owns the device's kernel registry, recorder and buffer pool; kernel mixins build on it."""
 
     name = "gpu"
@@ -125,6 +125,9 @@ class GpuOpsBase(Ops):
 
     def flush(self) -> None:
         self.recorder.submit()
+
+    def close(self) -> None:
+        self.device.close()
 
     def repeatable(self, record):
         return Replay(self.recorder, record)

@@ -14,7 +14,7 @@ class FrontendOps(GpuOpsBase):
     features_on_backend = True
 
     def whisper_log_mel(self, mel: GpuTensor, frames: int) -> GpuTensor:
-        """mel [rows <= frames, n_mels] -> [frames, n_mels] (see ``engine.ops.Ops.whisper_log_mel``).
+        """mel [rows <= frames, n_mels] -> [frames, n_mels] (see ``engine.ops.WhisperOps.whisper_log_mel``).
         One workgroup: the clamp depends on the maximum of the whole window (frontend.wgsl says why)."""
         rows, cols = mel.shape
         if rows > frames:

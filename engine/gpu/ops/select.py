@@ -19,7 +19,7 @@ from sayso.engine.ops import WhisperRules
 
 HEADER = 2  # state words before the tokens: count, last chosen timestamp (whisper_select.wgsl)
 STEPS_PER_READ = 2
-"""Decoder steps per read-back of a selection on a real GPU (``Ops.decode_steps_per_read``).
+"""Decoder steps per read-back of a selection on a real GPU (``WhisperOps.decode_steps_per_read``).
 
 The decoder records the next batch while the GPU runs the last (``sample_greedy``), so a read's
 round trip is hidden and what a batch size costs is the steps run after EOT, one batch. A batch is
@@ -30,7 +30,7 @@ step, so there a batch is one step."""
 
 @dataclass(eq=False)
 class GpuWhisperSelection:
-    """A selection over one window (``Ops.whisper_selection``).
+    """A selection over one window (``WhisperOps.whisper_selection``).
 
     ``state``: u32 [HEADER + 2*capacity] laid out as whisper_select.wgsl says; ``ids``: u32 [1], the
     last choice; ``masks``: the rules' suppress and begin-suppress bit planes, shared by every
@@ -59,7 +59,7 @@ def mask_planes(rules: WhisperRules) -> np.ndarray:
 
 
 class SelectOps(GpuOpsBase):
-    """``whisper_selection``, ``whisper_select`` and ``read_whisper_selection`` of ``engine.ops.Ops``."""
+    """``whisper_selection``, ``whisper_select`` and ``read_whisper_selection`` of ``engine.ops.WhisperOps``."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
