@@ -1,7 +1,8 @@
 """The engine on its own thread: one ``Engine`` for the whole session, fed by a priority queue of jobs.
 
-``EngineClient`` is what the GUI holds. It never waits for the engine: it pushes a job, returns the job's
-id at once, and hears back through signals (loaded, progress, finished, failed, cancelled, preview).
+``EngineClient`` is what the GUI holds. It never waits for the engine: it pushes a job and returns at
+once the job's handle (``app.core.jobs.JobHandle``), on which that job's started, progress, finished,
+failed or cancelled signal comes; the session's own signals (loaded, preview, warning) come from the client.
 ``EngineWorker`` lives on a QThread and does the slow parts there: importing and loading the model
 (wgpu device, weights), decoding files, transcribing.
 
@@ -31,11 +32,13 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
+from sayso.app.core.jobs import JobHandle
 from sayso.engine.backend import Fallback
 from sayso.engine.errors import SaysoError
 from sayso.engine.stream import FEED_SECONDS
@@ -338,16 +341,12 @@ class EngineWorker(QObject):
 
 
 class EngineClient(QObject):
-    """The GUI side: starts the engine thread and offers non-blocking calls; re-emits the worker's signals."""
+    """The GUI side: starts the engine thread and offers non-blocking calls; re-emits the worker's news
+    of the session, and each job's on that job's handle."""
 
     loading = Signal(str)
     loaded = Signal(str, str)
     load_failed = Signal(str)
-    started = Signal(int)
-    progress = Signal(int, float)
-    finished = Signal(int, object)
-    failed = Signal(int, str)
-    cancelled = Signal(int)
     preview = Signal(str)
     speech_ended = Signal(int)
     warning = Signal(str)
@@ -362,7 +361,7 @@ class EngineClient(QObject):
         super().__init__(parent)
         self._jobs = JobQueue()
         self._ids = itertools.count(1)
-        self._cancels: dict[int, threading.Event] = {}
+        self._handles: dict[int, JobHandle] = {}  # the jobs not ended yet, by id: where their signals go
         self._takes = itertools.count(1)
         self._take: int | None = None  # the take being recorded
         self.model_name = ""
@@ -381,11 +380,13 @@ class EngineClient(QObject):
         self._shutdown.connect(self._worker.shutdown)
         self._worker.loaded.connect(self._on_loaded)
         self._worker.load_failed.connect(self._on_load_failed)
-        for name in ("loading", "started", "progress", "preview", "speech_ended", "warning"):
+        for name in ("loading", "preview", "speech_ended", "warning"):
             getattr(self._worker, name).connect(getattr(self, name))
-        for name in ("finished", "failed", "cancelled"):
-            getattr(self._worker, name).connect(self._forget_job)
-            getattr(self._worker, name).connect(getattr(self, name))
+        self._worker.started.connect(self._on_started)
+        self._worker.progress.connect(self._on_progress)
+        self._worker.finished.connect(self._on_finished)
+        self._worker.failed.connect(self._on_failed)
+        self._worker.cancelled.connect(self._on_cancelled)
         self._thread.start()
 
     def _on_loaded(self, name: str, description: str) -> None:
@@ -396,36 +397,53 @@ class EngineClient(QObject):
         self.ready, self.model_name, self.description, self.load_error = False, "", "", message
         self.load_failed.emit(message)
 
-    def _forget_job(self, job_id: int, *_) -> None:
-        self._cancels.pop(job_id, None)
+    def _on_started(self, job_id: int) -> None:
+        self._handles[job_id].started.emit()
+
+    def _on_progress(self, job_id: int, fraction: float) -> None:
+        self._handles[job_id].progress.emit(fraction)
+
+    # A job's last signal lets its handle go. The handle is held in a name until the signal is out: a bound
+    # signal doesn't keep its object alive, and a handle nobody else holds would be deleted before it emitted.
+
+    def _on_finished(self, job_id: int, transcript) -> None:
+        job = self._handles.pop(job_id)
+        job.finished.emit(transcript)
+
+    def _on_failed(self, job_id: int, message: str) -> None:
+        job = self._handles.pop(job_id)
+        job.failed.emit(message)
+
+    def _on_cancelled(self, job_id: int) -> None:
+        job = self._handles.pop(job_id)
+        job.cancelled.emit()
 
     def load(self, model: str = "", device: str = "auto") -> None:
         """(Re)load the session's model on the engine thread; ``model`` "" means the default model."""
         self.ready = False
         self._load.emit(model, device)
 
-    def submit_pcm(self, pcm: np.ndarray, *, priority: int = PRIORITY_DICTATION, **options) -> int:
+    def submit_pcm(self, pcm: np.ndarray, *, priority: int = PRIORITY_DICTATION, **options) -> JobHandle:
         """Queue 16 kHz mono audio; options: language, prompt, model, take (the id ``end_take`` returned,
-        whose stream session then gives the transcript). Returns the job id."""
+        whose stream session then gives the transcript). Returns the job's handle."""
         return self._submit(Job(priority, next(self._ids), pcm=np.asarray(pcm, np.float32), **options))
 
-    def submit_file(self, path, *, priority: int = PRIORITY_FILE, **options) -> int:
-        """Queue an audio or video file (decoded on the engine thread). Returns the job id."""
+    def submit_file(self, path, *, priority: int = PRIORITY_FILE, **options) -> JobHandle:
+        """Queue an audio or video file (decoded on the engine thread). Returns the job's handle."""
         return self._submit(Job(priority, next(self._ids), path=str(path), **options))
 
-    def _submit(self, job: Job) -> int:
-        self._cancels[job.id] = job.cancel
+    def _submit(self, job: Job) -> JobHandle:
+        handle = self._handles[job.id] = JobHandle(job.id, partial(self._cancel, job.id, job.cancel))
         self._jobs.push(job)
         self._wake.emit()
-        return job.id
+        return handle
 
-    def cancel(self, job_id: int) -> None:
-        """Cancel a job: a queued one is dropped at once, a running one stops at the engine's next check."""
+    def _cancel(self, job_id: int, cancel: threading.Event) -> None:
+        """A queued job is dropped at once; a running one stops at the engine's next check of ``cancel``."""
         if self._jobs.remove(job_id):
-            self._cancels.pop(job_id, None)
-            self.cancelled.emit(job_id)
-        elif job_id in self._cancels:
-            self._cancels[job_id].set()
+            self._on_cancelled(job_id)
+        else:
+            cancel.set()
 
     def begin_take(self, **options) -> Callable[[np.ndarray], None]:
         """Start streaming a take into the engine (options: language, prompt, partials: emit ``preview``
@@ -450,8 +468,8 @@ class EngineClient(QObject):
 
     def shutdown(self, timeout_ms: int = 10000) -> None:
         """Cancel everything, close the engine on its thread, and stop the thread."""
-        for job_id in list(self._cancels):
-            self.cancel(job_id)
+        for handle in list(self._handles.values()):
+            handle.cancel()
         self._shutdown.emit()
         self._thread.quit()
         if not self._thread.wait(timeout_ms):

@@ -23,6 +23,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -137,9 +138,6 @@ class Coordinator(QObject):
         self.client.loading.connect(self._on_loading)
         self.client.loaded.connect(self._on_loaded)
         self.client.load_failed.connect(self._on_load_failed)
-        self.client.finished.connect(self._on_finished)
-        self.client.failed.connect(self._on_failed)
-        self.client.cancelled.connect(lambda job_id: self._on_failed(job_id, "Cancelled."))
         self.client.preview.connect(self._on_preview)
         self.client.speech_ended.connect(self._on_speech_ended)
         self.client.warning.connect(self._on_engine_warning)
@@ -409,10 +407,13 @@ class Coordinator(QObject):
             log.error("history: can't save the recording: %s", reason)
             self.dictation_page.notice.show_text(f"This dictation couldn't be saved to History: {reason} "
                                                  "Its text is delivered all the same.")
-        job_id = self.client.submit_pcm(pcm, language=take.choices.language, prompt=self.settings.prompt,
-                                        model=take.choices.model, take=stream)
-        self._pending[job_id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000,
+        job = self.client.submit_pcm(pcm, language=take.choices.language, prompt=self.settings.prompt,
+                                     model=take.choices.model, take=stream)
+        self._pending[job.id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000,
                                         take.choices)
+        job.finished.connect(partial(self._on_finished, job.id))
+        job.failed.connect(partial(self._on_failed, job.id))
+        job.cancelled.connect(partial(self._on_failed, job.id, "Cancelled."))
         if self._overlay_shown:
             self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
         self.history_page.refresh()
@@ -433,9 +434,7 @@ class Coordinator(QObject):
             self.stop_dictation()
 
     def _on_finished(self, job_id: int, transcript) -> None:
-        pending = self._pending.pop(job_id, None)
-        if pending is None:
-            return
+        pending = self._pending.pop(job_id)
         log.info(
             "transcribed %.1f s in %.0f ms after key-up", pending.duration, 1000 * (time.monotonic() - pending.released)
         )
@@ -469,9 +468,7 @@ class Coordinator(QObject):
         self._refresh_state()
 
     def _on_failed(self, job_id: int, message: str) -> None:
-        pending = self._pending.pop(job_id, None)
-        if pending is None:
-            return
+        pending = self._pending.pop(job_id)
         if pending.entry_id is not None:
             self.history.fail(pending.entry_id, message)
             self.history_page.refresh()

@@ -11,6 +11,7 @@ import html
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
@@ -30,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from sayso.app.platform import assets
 from sayso.app.core.engine_worker import EngineClient
+from sayso.app.core.jobs import JobHandle
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
@@ -59,7 +61,7 @@ def media_files(paths: list[Path]) -> list[Path]:
 @dataclass
 class FileJob:
     path: Path
-    job_id: int
+    handle: JobHandle
     status: str = "queued"  # queued | running | done | failed | cancelled
     progress: float = 0.0
     transcript: object = None
@@ -204,11 +206,6 @@ class FilesPage(QWidget):
         splitter.set_detail(result)
         column.addWidget(splitter, 1)
 
-        client.started.connect(self._on_started)
-        client.progress.connect(self._on_progress)
-        client.finished.connect(self._on_finished)
-        client.failed.connect(self._on_failed)
-        client.cancelled.connect(self._on_cancelled)
         self._show_selected()
 
     # ---- queue --------------------------------------------------------------------------------------
@@ -218,9 +215,14 @@ class FilesPage(QWidget):
         ids = []
         settings = self._settings()
         for path in media_files([Path(p) for p in paths]):
-            job_id = self._client.submit_file(path, language=settings.language or None, prompt=settings.prompt)
-            job = FileJob(path, job_id, duration=_duration(path))
-            self._jobs[job_id] = job
+            handle = self._client.submit_file(path, language=settings.language or None, prompt=settings.prompt)
+            job_id = handle.id
+            job = self._jobs[job_id] = FileJob(path, handle, duration=_duration(path))
+            handle.started.connect(partial(self._on_started, job_id))
+            handle.progress.connect(partial(self._on_progress, job_id))
+            handle.finished.connect(partial(self._on_finished, job_id))
+            handle.failed.connect(partial(self._on_failed, job_id))
+            handle.cancelled.connect(partial(self._on_cancelled, job_id))
             row = FileRow(job)
             row.cancel_clicked.connect(lambda j=job_id: self.cancel_or_remove(j))
             item = QListWidgetItem()
@@ -244,7 +246,7 @@ class FilesPage(QWidget):
     def cancel_or_remove(self, job_id: int) -> None:
         job = self._jobs[job_id]
         if job.status in ("queued", "running"):
-            self._client.cancel(job_id)
+            job.handle.cancel()
             return
         item = self._rows.pop(job_id)
         self.queue.takeItem(self.queue.row(item))
@@ -252,9 +254,7 @@ class FilesPage(QWidget):
         self._show_selected()
 
     def _update(self, job_id: int) -> None:
-        item = self._rows.get(job_id)
-        if item is None:
-            return
+        item = self._rows[job_id]
         row = self.queue.itemWidget(item)
         row.update_from(self._jobs[job_id])
         item.setSizeHint(row.sizeHint())
@@ -262,31 +262,26 @@ class FilesPage(QWidget):
             self._show_selected()
 
     def _on_started(self, job_id: int) -> None:
-        if job_id in self._jobs:
-            self._jobs[job_id].status = "running"
-            self._update(job_id)
+        self._jobs[job_id].status = "running"
+        self._update(job_id)
 
     def _on_progress(self, job_id: int, fraction: float) -> None:
-        if job_id in self._jobs:
-            self._jobs[job_id].progress = fraction
-            self._update(job_id)
+        self._jobs[job_id].progress = fraction
+        self._update(job_id)
 
     def _on_finished(self, job_id: int, transcript) -> None:
-        if job_id in self._jobs:
-            job = self._jobs[job_id]
-            job.status, job.progress, job.transcript = "done", 1.0, transcript
-            job.duration = job.duration or transcript.duration
-            self._update(job_id)
+        job = self._jobs[job_id]
+        job.status, job.progress, job.transcript = "done", 1.0, transcript
+        job.duration = job.duration or transcript.duration
+        self._update(job_id)
 
     def _on_failed(self, job_id: int, message: str) -> None:
-        if job_id in self._jobs:
-            self._jobs[job_id].status, self._jobs[job_id].error = "failed", message
-            self._update(job_id)
+        self._jobs[job_id].status, self._jobs[job_id].error = "failed", message
+        self._update(job_id)
 
     def _on_cancelled(self, job_id: int) -> None:
-        if job_id in self._jobs:
-            self._jobs[job_id].status = "cancelled"
-            self._update(job_id)
+        self._jobs[job_id].status = "cancelled"
+        self._update(job_id)
 
     # ---- result -------------------------------------------------------------------------------------
 
@@ -339,7 +334,7 @@ class FilesPage(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, f"Export {fmt.upper()}", str(suggested), f"{fmt.upper()} (*.{fmt})")
         if path:
             try:
-                self.export(job.job_id, fmt, path)
+                self.export(job.handle.id, fmt, path)
             except OSError as error:
                 self.result_meta.setText(f"Couldn't save {path}: {error.strerror or error}")
 

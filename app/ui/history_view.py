@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
 from sayso.app.platform import assets
 from sayso.app.core.engine_worker import PRIORITY_HISTORY, EngineClient
 from sayso.app.core.history import Entry, History
+from sayso.app.core.jobs import JobHandle
 from sayso.app.core.settings import Settings
 from sayso.app.core.writer import TextWriter
 from sayso.app.core.writing import Written, cleanup_for, text_rules
@@ -78,7 +80,6 @@ class HistoryPage(QWidget):
         self._history = history
         self._client = client
         self._settings = settings
-        self._reruns: dict[int, int] = {}  # job id -> entry id
         self._writer = TextWriter(self)  # a dictation transcribed again is written by the same rules
         self._writer.written.connect(self._on_written)
         self._stopped = False
@@ -161,10 +162,6 @@ class HistoryPage(QWidget):
         self.empty.body.addStretch(1)
         column.addWidget(self.empty, 1)
         self.refresh_models()
-
-        client.finished.connect(self._on_finished)
-        client.failed.connect(self._on_failed)
-        client.cancelled.connect(lambda job_id: self._on_failed(job_id, "Cancelled."))
         self.refresh()
 
     # ---- list ---------------------------------------------------------------------------------------
@@ -252,41 +249,41 @@ class HistoryPage(QWidget):
             self._history.delete(entry_id)
             self.refresh()
 
-    def retranscribe_selected(self, model: str | None = None) -> int | None:
+    def retranscribe_selected(self, model: str | None = None) -> JobHandle | None:
         """Transcribe the selected recording again (``model``: a model name/path; "" = the default one)."""
         entry = self._history.get(self.selected_id()) if self.selected_id() is not None else None
         if entry is None:
             return None
-        job_id = self._retranscribe(entry, model)
+        job = self._retranscribe(entry, model)
         self.refresh(select=entry.id)
-        return job_id
+        return job
 
-    def transcribe_interrupted(self) -> list[int]:
-        """Transcribe every interrupted dictation with the session's model; returns the job ids."""
+    def transcribe_interrupted(self) -> list[JobHandle]:
+        """Transcribe every interrupted dictation with the session's model; returns the jobs."""
         jobs = [self._retranscribe(entry) for entry in self._history.interrupted()]
         self.refresh()
         return jobs
 
-    def _retranscribe(self, entry: Entry, model: str | None = None) -> int:
+    def _retranscribe(self, entry: Entry, model: str | None = None) -> JobHandle:
         settings = self._settings()
         chosen = settings.model if model is None else model
-        job_id = self._client.submit_file(
+        job = self._client.submit_file(
             entry.audio_path,
             priority=PRIORITY_HISTORY,
             language=settings.language or None,
             prompt=settings.prompt,
             model=chosen if chosen != settings.model else None,
         )
-        self._reruns[job_id] = entry.id
+        job.finished.connect(partial(self._on_finished, entry.id))
+        job.failed.connect(partial(self._on_failed, entry.id))
+        job.cancelled.connect(partial(self._on_failed, entry.id, "Cancelled."))
         self._history.retry(entry.id)
-        return job_id
+        return job
 
-    def _on_finished(self, job_id: int, transcript) -> None:
-        entry_id = self._reruns.pop(job_id, None)
-        if entry_id is not None:
-            settings = self._settings()
-            self._writer.write((entry_id, transcript.model), transcript.text.strip(), text_rules(settings),
-                               cleanup_for(settings))
+    def _on_finished(self, entry_id: int, transcript) -> None:
+        settings = self._settings()
+        self._writer.write((entry_id, transcript.model), transcript.text.strip(), text_rules(settings),
+                           cleanup_for(settings))
 
     def stop(self) -> None:
         """Write nothing more: the History is closing (a text still being written is dropped; its
@@ -302,8 +299,6 @@ class HistoryPage(QWidget):
         self.refresh()
         self.entry_changed.emit(entry_id)
 
-    def _on_failed(self, job_id: int, message: str) -> None:
-        entry_id = self._reruns.pop(job_id, None)
-        if entry_id is not None:
-            self._history.fail(entry_id, message)
-            self.refresh()
+    def _on_failed(self, entry_id: int, message: str) -> None:
+        self._history.fail(entry_id, message)
+        self.refresh()

@@ -61,16 +61,13 @@ class ScreenshotTour(QObject):
             return
         self.c.window.show_page("files")
         (self._job,) = self.c.files_page.add_files([audio])
-        self.c.client.finished.connect(self._on_job_end)
-        self.c.client.failed.connect(self._on_job_end)
+        job = self.c.files_page.job(self._job).handle
+        for ended in (job.finished, job.failed):
+            ended.connect(lambda _: QTimer.singleShot(200, self._files_done))
 
     def _newest_recording(self) -> Path | None:
         entries = [e for e in self.c.history.search(limit=20) if e.audio_path.exists()]
         return entries[0].audio_path if entries else None
-
-    def _on_job_end(self, job_id: int, *_) -> None:
-        if job_id == self._job:
-            QTimer.singleShot(200, self._files_done)
 
     def _files_done(self) -> None:
         self.c.window.show_page("files")

@@ -1,4 +1,4 @@
-"""The engine thread: the real Engine behind EngineClient, driven through its signals only."""
+"""The engine thread: the real Engine behind EngineClient, driven through its signals and its jobs' only."""
 
 import os
 import time
@@ -12,6 +12,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 
 from sayso.app.core.engine_worker import PRIORITY_DICTATION, EngineClient  # noqa: E402
+from sayso.app.core.jobs import JobHandle  # noqa: E402
 
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, needs_clips, wait_for, words  # noqa: E402
 
@@ -21,15 +22,19 @@ LECTURE = AUDIO / "lecture-60s.wav"
 
 
 class Signals:
-    """Every signal of a client, in order, as (name, args)."""
+    """Every signal of the jobs watched, in order, as (name, job id, args)."""
 
-    def __init__(self, client: EngineClient):
+    def __init__(self):
         self.events = []
+
+    def watch(self, job: JobHandle) -> JobHandle:
         for name in ("started", "progress", "finished", "failed", "cancelled"):
-            getattr(client, name).connect(lambda *args, n=name: self.events.append((n, args)))
+            getattr(job, name).connect(lambda *args, n=name, j=job.id: self.events.append((n, j, args)))
+        return job
 
     def of(self, name: str) -> list:
-        return [args for n, args in self.events if n == name]
+        """(job id, *args) of every ``name`` signal."""
+        return [(j, *args) for n, j, args in self.events if n == name]
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +53,13 @@ def test_loaded_model_is_described(client):
 
 def test_dictation_audio_is_transcribed_with_progress(client):
     pcm, _ = soundfile.read(JFK, dtype="float32")
-    seen = Signals(client)
-    job = client.submit_pcm(pcm, language="en")
-    _, transcript = wait_for(client.finished, condition=lambda j, t: j == job)
+    seen = Signals()
+    job = seen.watch(client.submit_pcm(pcm, language="en"))
+    (transcript,) = wait_for(job.finished)
     assert words(transcript.text) == JFK_WORDS
     assert transcript.model
-    assert seen.of("started") == [(job,)]
-    fractions = [f for j, f in seen.of("progress") if j == job]
+    assert seen.of("started") == [(job.id,)]
+    fractions = [f for _, f in seen.of("progress")]
     assert fractions and fractions[-1] == 1.0 and fractions == sorted(fractions)
 
 
@@ -66,7 +71,7 @@ def test_the_gui_thread_keeps_running_while_the_engine_works(client):
     started = time.monotonic()
     job = client.submit_file(JFK)
     assert time.monotonic() - started < 0.05  # submitting never waits for the engine
-    wait_for(client.finished, condition=lambda j, t: j == job)
+    wait_for(job.finished)
     timer.stop()
     gaps = [b - a for a, b in zip(ticks, ticks[1:])]
     assert len(ticks) > 10 and max(gaps) < 0.25
@@ -74,33 +79,33 @@ def test_the_gui_thread_keeps_running_while_the_engine_works(client):
 
 def test_a_dictation_goes_ahead_of_queued_files(client):
     pcm, _ = soundfile.read(JFK, dtype="float32")
-    seen = Signals(client)
-    first = client.submit_file(JFK)
-    wait_for(client.started, condition=lambda j: j == first)
-    second = client.submit_file(JFK)
-    dictation = client.submit_pcm(pcm[: 16000 * 3], priority=PRIORITY_DICTATION)
-    wait_for(client.finished, condition=lambda j, t: j == second)
-    assert [args[0] for args in seen.of("started")] == [first, dictation, second]
+    seen = Signals()
+    first = seen.watch(client.submit_file(JFK))
+    wait_for(first.started)
+    second = seen.watch(client.submit_file(JFK))
+    dictation = seen.watch(client.submit_pcm(pcm[: 16000 * 3], priority=PRIORITY_DICTATION))
+    wait_for(second.finished)
+    assert seen.of("started") == [(first.id,), (dictation.id,), (second.id,)]
 
 
 def test_cancelling_a_queued_file_is_immediate(client):
-    seen = Signals(client)
-    running = client.submit_file(JFK)
-    wait_for(client.started, condition=lambda j: j == running)
-    queued = client.submit_file(JFK)
-    client.cancel(queued)
-    assert seen.of("cancelled") == [(queued,)]  # before the running job has finished
-    wait_for(client.finished, condition=lambda j, t: j == running)
-    assert (queued,) not in seen.of("started")
+    seen = Signals()
+    running = seen.watch(client.submit_file(JFK))
+    wait_for(running.started)
+    queued = seen.watch(client.submit_file(JFK))
+    queued.cancel()
+    assert seen.of("cancelled") == [(queued.id,)]  # before the running job has finished
+    wait_for(running.finished)
+    assert (queued.id,) not in seen.of("started")
 
 
 @needs_clips("lecture-60s.wav")
 def test_cancelling_a_running_file_stops_it(client):
-    job = client.submit_file(LECTURE)  # 60 s: two of Whisper's 30 s windows, cancelled between them
-    wait_for(client.started, condition=lambda j: j == job)
-    client.cancel(job)
-    seen = Signals(client)
-    wait_for(client.cancelled, condition=lambda j: j == job)
+    seen = Signals()
+    job = seen.watch(client.submit_file(LECTURE))  # 60 s: two of Whisper's 30 s windows, cancelled between them
+    wait_for(job.started)
+    job.cancel()
+    wait_for(job.cancelled)
     assert seen.of("finished") == []
 
 
@@ -108,7 +113,7 @@ def test_an_unreadable_file_fails_with_its_name(client, tmp_path):
     bad = tmp_path / "notes.wav"
     bad.write_text("this is not audio")
     job = client.submit_file(bad)
-    _, message = wait_for(client.failed, condition=lambda j, m: j == job)
+    (message,) = wait_for(job.failed)
     assert "notes.wav" in message
 
 
@@ -142,9 +147,9 @@ def test_a_take_is_finished_by_its_stream_session(client):
     take = client.end_take()
     assert take is not None and client.end_take() is None
     job = client.submit_pcm(pcm, language="en", take=take)
-    _, transcript = wait_for(client.finished, condition=lambda j, t: j == job)
+    (transcript,) = wait_for(job.finished)
     offline = client.submit_pcm(pcm, language="en")
-    _, expected = wait_for(client.finished, condition=lambda j, t: j == offline)
+    (expected,) = wait_for(offline.finished)
     assert transcript == expected and words(transcript.text) == JFK_WORDS
 
 
@@ -171,7 +176,7 @@ def test_a_model_that_fails_to_load_fails_its_jobs(qapp, tmp_path):
         (message,) = wait_for(engine.load_failed)
         assert "broken.gguf" in message and not engine.ready
         job = engine.submit_pcm(soundfile.read(JFK, dtype="float32")[0][:16000])
-        _, job_message = wait_for(engine.failed, condition=lambda j, m: j == job)
+        (job_message,) = wait_for(job.failed)
         assert job_message == message
     finally:
         engine.shutdown()

@@ -54,14 +54,14 @@ def _seconds(match) -> float:
 
 def test_drop_then_export_srt(coordinator, qtbot, tmp_path):
     page = coordinator.files_page
-    finished = []
-    coordinator.client.finished.connect(lambda job, t: finished.append(job))
     _drop(coordinator.window, [JFK])
     assert coordinator.window.current_page() == "files"
     (job,) = [page.queue.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.queue.count())]
+    finished = []
+    page.job(job).handle.finished.connect(finished.append)
     row = page.queue.itemWidget(page.queue.item(0))
     assert row.name.full_text() == "jfk.wav" and "0:11" in row.status.text()
-    qtbot.waitUntil(lambda: job in finished, timeout=120_000)
+    qtbot.waitUntil(lambda: bool(finished), timeout=120_000)
     assert page.job(job).status == "done" and row.status.text().startswith("Done")
     assert all(b.isEnabled() for b in page.export_buttons.values())
     assert "fellow Americans" in page.view.toPlainText()

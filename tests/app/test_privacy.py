@@ -69,8 +69,12 @@ model, speech, file = sys.argv[1:4]
 app = QCoreApplication([])
 client = EngineClient()
 done = {}
-client.finished.connect(lambda job, transcript: done.__setitem__(job, transcript.text))
-client.failed.connect(lambda job, message: done.__setitem__(job, "FAILED: " + message))
+
+
+def watch(job):  # the job's id; its text (or failure) goes to done under it
+    job.finished.connect(lambda transcript, j=job.id: done.__setitem__(j, transcript.text))
+    job.failed.connect(lambda message, j=job.id: done.__setitem__(j, "FAILED: " + message))
+    return job.id
 
 
 def wait(condition):
@@ -87,10 +91,10 @@ wait(lambda: client.ready or client.load_error)
 history = History(data_dir())
 pcm = load_audio(speech)
 entry = history.add(pcm, client.model_name)
-dictation = client.submit_pcm(pcm)
+dictation = watch(client.submit_pcm(pcm))
 wait(lambda: dictation in done)
 history.finish(entry.id, done[dictation], client.model_name)
-transcription = client.submit_file(file)
+transcription = watch(client.submit_file(file))
 wait(lambda: transcription in done)
 client.shutdown()
 history.close()

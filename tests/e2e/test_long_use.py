@@ -3,7 +3,7 @@
 child process that reports its own memory.
 
 Each dictation takes the app's path: the recording and its row are saved (``History.add``), the audio
-goes to the engine thread (``submit_pcm``), the text comes back (``finished``) and is stored
+goes to the engine thread (``submit_pcm``), the text comes back (its job's ``finished``) and is stored
 (``History.finish``). The clip is real speech (cards/001.wav, "ten of clubs", 1.1 s). The files are 50
 copies of another clip, all queued before the first is done, as when a folder is dropped on the window.
 
@@ -55,8 +55,12 @@ def rss_mb():
 app = QCoreApplication([])
 client = EngineClient()
 done = {}
-client.finished.connect(lambda job, transcript: done.__setitem__(job, transcript.text))
-client.failed.connect(lambda job, message: done.__setitem__(job, "FAILED: " + message))
+
+
+def watch(job):  # the job's id; its text (or failure) goes to done under it
+    job.finished.connect(lambda transcript, j=job.id: done.__setitem__(j, transcript.text))
+    job.failed.connect(lambda message, j=job.id: done.__setitem__(j, "FAILED: " + message))
+    return job.id
 
 
 def wait(condition, seconds=600):
@@ -77,14 +81,14 @@ pcm = load_audio(dictation_clip)
 
 def dictate():
     entry = history.add(pcm, client.model_name)
-    job = client.submit_pcm(pcm)
+    job = watch(client.submit_pcm(pcm))
     wait(lambda: job in done)
     history.finish(entry.id, done[job], client.model_name)
     return done.pop(job)
 
 
 def transcribe_files(paths):
-    jobs = [client.submit_file(path) for path in paths]
+    jobs = [watch(client.submit_file(path)) for path in paths]
     wait(lambda: all(job in done for job in jobs))
     return sorted({done.pop(job) for job in jobs})
 
