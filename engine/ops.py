@@ -18,7 +18,7 @@ Conventions that hold for every method:
 * A linear weight is ``[N, K]`` (out features, in features), the PyTorch and GGUF layout, and
   keeps its GGUF type (F32, F16, Q8_0) on the backend: ``Weight`` objects come from ``Ops.weight()``.
 * Methods return new tensors; inputs are never modified unless the docstring says so (KV caches).
-* Token ids are a backend tensor of uint32 (``ids``) so that an argmax on the GPU can feed the next
+* Token ids are a backend tensor of uint32 (``ids``) so that a token chosen on the GPU can feed the next
   step's embedding without a read-back.
 * Greedy decoding can stay on the backend for many steps: ``WhisperOps.whisper_select`` picks the next
   token under Whisper's logit rules, writes it where the next step's ``embed`` reads it and keeps the
@@ -352,12 +352,6 @@ class Ops(abc.ABC):
         interleaved=True pairs dims (2i, 2i+1) (Moonshine, GPT-J); False pairs (i, i + rot_dim/2)
         (GPT-NeoX / HF rotate_half). Dims past rot_dim pass through.
         """
-
-    # ---- decoding -------------------------------------------------------------------------------
-
-    @abc.abstractmethod
-    def argmax(self, x: Tensor) -> Tensor:
-        """Index of the largest value of each row of x: [M, N] -> ids [M] (first index on ties)."""
 
     # ---- a transducer's greedy search (engine.conformer.search) ------------------------------------
 

@@ -534,9 +534,6 @@ class NumpyOps(Backend):
 
     # ---- decoding -------------------------------------------------------------------------------
 
-    def argmax(self, x):
-        return np.argmax(x, axis=1).astype(np.uint32)  # numpy returns the first index on ties
-
     def transducer_state(self, capacity):
         state = np.zeros((1, TRANSDUCER_HEADER + 4 * capacity), np.uint32)
         state[0, 3] = 1

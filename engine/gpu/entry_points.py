@@ -69,7 +69,6 @@ ROTARY = EntryPoint("rotary.wgsl", "main", ("x", "turns_per_pos", "out"), _field
 ADD = EntryPoint("elementwise.wgsl", "add", ("x", "y", "out"), _fields("count"))
 EMBED = EntryPoint("embed.wgsl", "main", ("ids", "table", "scales", "positions", "out", "at"),
                    _fields("t d k_pad scale_stride pos0 n_positions"))
-ARGMAX = EntryPoint("argmax.wgsl", "main", ("x", "ids"), _fields("m n"))
 LINEARS = "reduce_workgroup.wgsl+gemm.wgsl"
 GEMM = EntryPoint(LINEARS, "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
 GEMV = EntryPoint(LINEARS, "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)

@@ -1,7 +1,7 @@
 """The GPU backend: ``GpuOps`` implements ``engine.ops.Backend`` (``Ops`` and ``WhisperOps``) with WGSL kernels.
 
 Each group of kernels is a mixin in its own module, next to its WGSL file in ``shaders/``:
-``linear`` (GEMM, GEMV, add, embedding, argmax), ``norm`` (LayerNorm, GroupNorm, softmax, GLU,
+``linear`` (GEMM, GEMV, add, embedding), ``norm`` (LayerNorm, GroupNorm, softmax, GLU,
 SwiGLU, rotary), ``conv`` (im2col, depthwise conv), ``attention`` (flash attention, KV cache),
 ``transducer`` (a transducer's greedy search), and ``WhisperOps``'s: ``select`` (Whisper's greedy token
 selection), ``frontend`` (Whisper's log-mel normalisation).

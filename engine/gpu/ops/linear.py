@@ -1,16 +1,14 @@
-"""Linear algebra on the GPU: GEMM and GEMV with fused epilogues, add, token embedding, argmax.
+"""Linear algebra on the GPU: GEMM and GEMV with fused epilogues, add, token embedding.
 
 Kernels: ``shaders/gemm.wgsl`` (entry points ``gemm`` and ``gemv``, sharing the weight decoding
-and the epilogue), ``shaders/embed.wgsl``, ``shaders/argmax.wgsl``, ``shaders/elementwise.wgsl``.
+and the epilogue), ``shaders/embed.wgsl``, ``shaders/elementwise.wgsl``.
 Weights stay in their GGUF type (F32, F16, Q8_0) and are decoded in the kernels; the type and the
 epilogue are override constants, so each combination is its own specialised pipeline.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from sayso.engine.gpu.entry_points import ADD, ARGMAX, EMBED, GEMM, GEMV
+from sayso.engine.gpu.entry_points import ADD, EMBED, GEMM, GEMV
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuTensor, GpuWeight
@@ -102,15 +100,6 @@ class LinearOps(GpuOpsBase):
         params = [t, d, table.k_pad, table.scales_per_row // 2, offset, 0 if positions is None else positions.shape[0]]
         constants = {"WTYPE": WEIGHT_TYPES[table.kind], "HAS_POS": positions is not None}
         self.run(EMBED, buffers, params, _groups_for(t * d), **constants)
-        return out
-
-    def argmax(self, x: GpuTensor) -> GpuTensor:
-        """x: [M, N] -> ids [M] uint32, one workgroup per row."""
-        m, n = x.shape
-        if n == 0:
-            raise ValueError("argmax of an empty row")
-        out = self.empty((m,), np.uint32)
-        self.run(ARGMAX, [x, out], [m, n], grid(m))
         return out
 
     # ---- helpers ------------------------------------------------------------------------------
