@@ -81,3 +81,26 @@ def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse,
         if editor is not None:
             editor.close()
         assert app.stop() == 0, "\n".join(app.log[-30:])
+
+
+def test_the_focused_wayland_app_is_named_by_sway_for_its_profile(sway, monkeypatch):
+    """On sway, the app a dictation goes to (its per-app profile's name) is the focused window's app id,
+    read from sway's IPC as a user's session gives it (SWAYSOCK)."""
+    from sayso.app.platform.focus import focused_app
+
+    require("swaymsg")
+    env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
+    editor = TargetWindow("sayso-wayland-profile", env=env)  # opened last, so sway focuses it
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := [w for w in sway.windows() if w["name"] == "sayso-wayland-profile"]):
+            assert time.monotonic() < deadline, sway.windows()
+            time.sleep(0.1)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("SWAYSOCK", str(next(sway.folder.glob("sway-ipc.*.sock"))))
+        assert focused_app(None) == found[0]["app_id"].lower() != ""
+        monkeypatch.delenv("SWAYSOCK")
+        assert focused_app(None) == ""  # a compositor that doesn't say: no profile applies
+    finally:
+        editor.close()
