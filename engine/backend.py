@@ -75,8 +75,8 @@ class Fallback:
     memory: ``GpuError``) while an engine loads or works: the engine moves to the CPU backend, loads its
     model there and runs the same work again, where the device is ``auto`` or someone listens for the
     move (``on_fallback``, told why: the app reports it); with ``gpu`` and no listener (``--device
-    gpu``: the GPU or nothing) the error is raised. The engines that share one ``Fallback`` (an app
-    session's) open on the CPU once one of them has moved: ``device`` says which to open."""
+    gpu``: the GPU or nothing) the error is raised. The engines that share one ``Fallback`` (the
+    app's, for one loaded model) open on the CPU once one of them has moved: ``device`` says which to open."""
 
     def __init__(self, device: DeviceChoice, on_fallback: Callable[[str], None] | None = None) -> None:
         self.allowed = device == "auto" or (device == "gpu" and on_fallback is not None)

@@ -59,8 +59,8 @@ class Engine:
     whole, silence and all.
 
     ``fallback``: what happens when the GPU fails, loading or in the middle of a piece (``Fallback``:
-    the model moves to the CPU and the piece runs again there, or the error is raised); an app session
-    shares one among its engines, and its device is the one opened. By default ``Fallback(device)``.
+    the model moves to the CPU and the piece runs again there, or the error is raised); the app
+    shares one among the engines of a loaded model, and its device is the one opened. By default ``Fallback(device)``.
     """
 
     def __init__(self, model: str | Path | None = None, device: DeviceChoice = "auto",

@@ -1,8 +1,8 @@
-"""The engine on its own thread: one ``Engine`` for the whole session, fed by a priority queue of jobs.
+"""The engine on its own thread: one ``Engine`` while the app runs, fed by a priority queue of jobs.
 
 ``EngineClient`` is what the GUI holds. It never waits for the engine: it pushes a job and returns at
 once the job's handle (``app.core.jobs.JobHandle``), on which that job's started, progress, finished,
-failed or cancelled signal comes; the session's own signals (loaded, preview, warning) come from the client.
+failed or cancelled signal comes; the engine's own news (loaded, preview, warning) comes from the client.
 ``EngineWorker`` lives on a QThread and does the slow parts there: importing and loading the model
 (wgpu device, weights), decoding files, transcribing.
 
@@ -18,8 +18,8 @@ of the take the dictation job (``submit_pcm(..., take=id)``) finishes that sessi
 over: its transcript equals transcribing the recording, and most of it is done by then.
 
 When the GPU fails (no adapter, a lost device, out of memory), the engine moves the model to the CPU
-backend for the rest of the session and runs the same piece again there (``engine.backend.Fallback``,
-one per session, shared by its engines), so the recording the user made is still transcribed; the
+backend for as long as the app runs and runs the same piece again there (``engine.backend.Fallback``,
+one per loaded model, shared by its engines), so the recording the user made is still transcribed; the
 worker only reports it (``warning``, and ``loaded`` with the new description).
 """
 
@@ -65,7 +65,7 @@ class Job:
     path: str | None = field(default=None, compare=False)
     language: str | None = field(default=None, compare=False)
     prompt: str | None = field(default=None, compare=False)
-    model: str | None = field(default=None, compare=False)  # None: the session's model; "": the default one
+    model: str | None = field(default=None, compare=False)  # None: the loaded model; "": the default one
     take: int | None = field(default=None, compare=False)  # the take whose stream session this job finishes
     cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
@@ -134,7 +134,7 @@ class EngineWorker(QObject):
         self._engine = None
         self._engine_path: Path | None = None
         self._load_error: str | None = None
-        self._fallback = None  # the session's engine.backend.Fallback, made at each load
+        self._fallback = None  # the loaded model's engine.backend.Fallback, made at each load
         self._reported_serial = 0  # the engine's backend_serial that ``loaded`` last described
         self._other: tuple[Path, object] | None = None  # the last other model used for a history re-run
         self._chunks: queue.SimpleQueue | None = None  # the recording take's blocks, while it records
@@ -170,7 +170,7 @@ class EngineWorker(QObject):
         self._drain()
 
     def _open(self, path: Path):
-        """An engine for ``path`` under the session's fallback rule."""
+        """An engine for ``path`` under the loaded model's fallback rule."""
         return self._factory(path, self._fallback)
 
     def _on_fallback(self, message: str) -> None:
@@ -187,7 +187,7 @@ class EngineWorker(QObject):
         self.loading.emit(f"{message} {fraction:.0%}" if message else f"Preparing the model… {fraction:.0%}")
 
     def _engine_for(self, job: Job):
-        """The session's engine, or a second one for a job that names another model."""
+        """The loaded model's engine, or a second one for a job that names another model."""
         if job.model is None:
             return self._engine
         path = _resolve_model(job.model, self._on_model_progress)
@@ -201,7 +201,7 @@ class EngineWorker(QObject):
         return self._other[1]
 
     def _report_move(self) -> None:
-        """``loaded`` again once the session's engine has moved to the CPU during a job."""
+        """``loaded`` again once the loaded model's engine has moved to the CPU during a job."""
         if self._engine is not None and self._engine.backend_serial != self._reported_serial:
             self._reported_serial = self._engine.backend_serial
             self.loaded.emit(self._engine.model_name, self._engine.describe())
@@ -342,7 +342,7 @@ class EngineWorker(QObject):
 
 class EngineClient(QObject):
     """The GUI side: starts the engine thread and offers non-blocking calls; re-emits the worker's news
-    of the session, and each job's on that job's handle."""
+    of the engine, and each job's on that job's handle."""
 
     loading = Signal(str)
     loaded = Signal(str, str)
@@ -419,7 +419,7 @@ class EngineClient(QObject):
         job.cancelled.emit()
 
     def load(self, model: str = "", device: str = "auto") -> None:
-        """(Re)load the session's model on the engine thread; ``model`` "" means the default model."""
+        """(Re)load the app's model on the engine thread; ``model`` "" means the default model."""
         self.ready = False
         self._load.emit(model, device)
 

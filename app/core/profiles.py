@@ -58,7 +58,7 @@ class DictationChoices:
 
     app: str  # the focused app's name ("" when unknown)
     profile: Profile | None
-    model: str | None  # a model other than the session's (a profile's), or None
+    model: str | None  # a model other than the loaded one (a profile's), or None
     language: str | None
     delivery: str
     rules: TextRules

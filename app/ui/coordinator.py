@@ -359,7 +359,7 @@ class Coordinator(QObject):
         self.settings_page.profiles.show_last_app(choices.app)
         sink = None
         # Streamed even without live text, so the engine works ahead of the key-up; not where a profile
-        # asks for another model than the session's, which the engine loads for the finished take.
+        # asks for another model than the loaded one, which the engine loads for the finished take.
         if self.client.ready and choices.model is None:
             sink = self.client.begin_take(language=choices.language, prompt=self.settings.prompt,
                                           partials=self.settings.live_preview)

@@ -259,7 +259,7 @@ class HistoryPage(QWidget):
         return job
 
     def transcribe_interrupted(self) -> list[JobHandle]:
-        """Transcribe every interrupted dictation with the session's model; returns the jobs."""
+        """Transcribe every interrupted dictation with the loaded model; returns the jobs."""
         jobs = [self._retranscribe(entry) for entry in self._history.interrupted()]
         self.refresh()
         return jobs

@@ -33,7 +33,7 @@ _KIND_COLORS = {"ok": COLORS["ok"], "warn": COLORS["working"], "error": COLORS["
 
 
 def can_float() -> bool:
-    """Whether this session can show the overlay: not on Wayland (see above)."""
+    """Whether this desktop can show the overlay: not on Wayland (see above)."""
     return not QGuiApplication.platformName().startswith("wayland")
 
 
