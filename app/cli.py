@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from sayso.app.core.text.vocabulary import parse_replacements
@@ -35,13 +36,15 @@ def _progress_bar(label: str):
     return show
 
 
-def _engine(args):
+def _note(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _engine(args, model: Path | None = None):
+    """The engine for ``args``' model and device; ``model``: the model's file, when it is resolved already."""
     from sayso.engine.engine import Engine
 
-    def note(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    return Engine(args.model, device=args.device, notify=note)
+    return Engine(model or args.model, device=args.device, notify=_note)
 
 
 def dictation_text(args):
@@ -91,6 +94,10 @@ def cmd_transcribe(args) -> int:
         raise SaysoError("--replacements and --remove-fillers shape a dictation's text: add --dictation.")
     if args.dictation and args.format != "txt":
         raise SaysoError(f"--dictation writes plain text; drop --format {args.format}.")
+    if args.output_dir is not None:
+        return transcribe_into(args)
+    if args.recursive:
+        raise SaysoError("--recursive finds the files in folders to transcribe into a folder: add -o OUTDIR.")
     write = dictation_text(args) if args.dictation else None
     engine = _engine(args)
     failed = 0
@@ -112,6 +119,98 @@ def cmd_transcribe(args) -> int:
         else:
             write_out(write(transcript.text))
     return 1 if failed else 0
+
+
+def transcribe_into(args) -> int:
+    """``sayso transcribe DIR_OR_FILE... -o OUTDIR``: every file into a file under OUTDIR, resumably
+    (``app.core.archive``); a progress line, the failures as they come, and a summary on stderr."""
+    from sayso.app.core.archive import archive_files, transcribe_archive
+    from sayso.engine import models
+
+    if args.dictation:
+        raise SaysoError("--dictation prints one dictation's text; drop -o, or drop --dictation for transcripts.")
+    files = archive_files([Path(p) for p in args.files], args.format, args.recursive)
+    model = models.resolve(args.model, _note) if args.model else models.default_model(_note)
+    options = {"format": args.format, "language": args.language, "task": args.task, "prompt": args.prompt}
+    engine = None
+    show = _ArchiveProgress()
+
+    def transcribe(path: Path, progress):
+        nonlocal engine
+        if engine is None:  # loaded for the first file to do: a rerun with none left loads no model
+            show.clear()  # the load's notes go on lines of their own
+            engine = _engine(args, model)
+        return engine.transcribe_file(path, language=args.language, task=args.task, prompt=args.prompt,
+                                      progress=progress)
+
+    def failed(path: Path, message: str) -> None:
+        show.clear()
+        print(f"sayso: {_failure_text(path, message)}", file=sys.stderr)
+
+    summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe, show, failed)
+    show.clear()
+    print(_summary_text(summary), file=sys.stderr)
+    return 1 if summary.failed else 0
+
+
+class _ArchiveProgress:
+    """The run's progress on stderr: one line redrawn in place on a terminal; elsewhere (a log file) a plain
+    line a minute at most, so that a long run shows it is alive without filling the log."""
+
+    PLAIN_EVERY_S = 60.0
+
+    def __init__(self) -> None:
+        self.terminal = sys.stderr.isatty()
+        self.shown = 0.0
+        self.drawn = False
+
+    def __call__(self, progress, current_s: float) -> None:
+        now = time.monotonic()
+        if not self.terminal and now - self.shown < self.PLAIN_EVERY_S:
+            return
+        self.shown = now
+        done = progress.audio_done_s + current_s
+        line = f"{progress.files_done}/{progress.files} files"
+        if progress.audio_s:
+            line += f", {done / 3600:.2f}/{progress.audio_s / 3600:.2f} h of audio"
+        eta = progress.eta_s(current_s)
+        if eta is not None:
+            line += f", {_duration_text(eta)} left"
+        if self.terminal:
+            sys.stderr.write(f"\r{line:<70}")
+            self.drawn = True
+        else:
+            sys.stderr.write(f"sayso: {line}\n")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        """End the redrawn line, so that what is printed next starts on a line of its own."""
+        if self.drawn:
+            sys.stderr.write("\n")
+            self.drawn = False
+
+
+def _summary_text(summary) -> str:
+    lines = [f"sayso: {summary.transcribed} transcribed, {summary.skipped} skipped (done before), "
+             f"{len(summary.failed)} failed"]
+    lines += [f"  failed: {_failure_text(path, message)}" for path, message in summary.failed]
+    speed = f" ({summary.audio_s / summary.wall_s:.1f}x realtime)" if summary.wall_s and summary.audio_s else ""
+    lines.append(f"sayso: {summary.audio_s / 3600:.2f} h of audio in {_duration_text(summary.wall_s)}{speed}")
+    return "\n".join(lines)
+
+
+def _failure_text(path: Path, message: str) -> str:
+    """A file's error with the file named: a bad file's error names it already, an engine's may not."""
+    return message if message.startswith(str(path)) else f"{path}: {message}"
+
+
+def _duration_text(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
 class OutputError(SaysoError):
@@ -303,7 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--language", help="spoken language code (e.g. en, de); default: detect")
 
     p = sub.add_parser("transcribe", help="transcribe audio or video files")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE_OR_DIR")
+    p.add_argument("-o", "--output-dir", metavar="OUTDIR",
+                   help="write each transcript to a file under OUTDIR (folders: their audio and video files), "
+                        "resumably: a rerun skips what is done")
+    p.add_argument("--recursive", action="store_true", help="with -o: the files in the folders' subfolders too")
     engine_options(p)
     p.add_argument("--format", choices=FORMATS, default="txt")
     p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")

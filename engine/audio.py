@@ -25,6 +25,13 @@ SAMPLE_RATE = 16000
 _MISSING_HINT = "Check the path."
 _WRITE_HINT = "Check that the folder exists, is writable, and that the disk isn't full."
 
+MEDIA_SUFFIXES = {
+    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".wma", ".aiff", ".aif", ".webm",
+    ".mp4", ".m4v", ".mkv", ".mov", ".avi", ".mpg", ".mpeg", ".3gp", ".amr",
+}  # fmt: skip
+"""The extensions of the audio and video files a folder contributes (the Files page, ``sayso transcribe
+DIR``): those soundfile or FFmpeg decode; other files in a folder (covers, notes) are not audio."""
+
 # Full scale of integer sample formats, so that decoded integers map to [-1, 1) as float.
 _INTEGER_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31, np.dtype(np.int64): 2.0**63}
 

@@ -36,14 +36,11 @@ from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
 from sayso.engine import formats
+from sayso.engine.audio import MEDIA_SUFFIXES
 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
-MEDIA_SUFFIXES = {
-    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".wma", ".aiff", ".aif", ".webm",
-    ".mp4", ".m4v", ".mkv", ".mov", ".avi", ".mpg", ".mpeg", ".3gp", ".amr",
-}  # fmt: skip
 _FILTER = "Audio and video (" + " ".join(f"*{s}" for s in sorted(MEDIA_SUFFIXES)) + ");;All files (*)"
 
 

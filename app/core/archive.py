@@ -1,0 +1,204 @@
+"""Transcribing an archive of files into a folder, resumably: ``sayso transcribe DIR... -o OUTDIR``.
+
+One output per input file, under OUTDIR as the input is under the folder given, named after the whole
+input name (``talk.wav`` → ``talk.wav.txt``): ``talk.wav`` and ``talk.mp3`` side by side get two outputs,
+not one overwriting the other. A manifest in OUTDIR (``MANIFEST_NAME``, JSON lines) gets a record for each
+file as it is done or fails, flushed to disk before the next one starts, so that a run killed at any
+moment loses at most the file in progress; a rerun skips the files done with the same model and options
+whose output is still there, and tries again those that failed or were cut short.
+
+No Qt and no printing: the command line parses the options and shows the ``Progress`` and ``Summary``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sayso.engine import audio
+from sayso.engine.errors import AudioError, SaysoError
+from sayso.engine.files import write_text_atomically
+from sayso.engine.formats import render
+
+MANIFEST_NAME = ".sayso-manifest.jsonl"
+
+
+@dataclass(frozen=True)
+class ArchiveFile:
+    """One input: ``path`` as given or found, ``output`` its transcript's path relative to OUTDIR."""
+
+    path: Path
+    output: Path
+
+
+def archive_files(paths: list[Path], fmt: str, recursive: bool) -> list[ArchiveFile]:
+    """The files to transcribe: files as given, and the audio and video files (``audio.MEDIA_SUFFIXES``) in
+    the folders given, in their subfolders too when ``recursive``. A file reached twice (named twice, or
+    through a link) is one input, the first way it was reached. Two inputs whose outputs would be one file
+    (``a/x.wav`` and ``b/x.wav`` given directly) are refused before anything runs, rather than one
+    transcript silently replacing the other."""
+    found: dict[Path, ArchiveFile] = {}
+    claimed: dict[Path, Path] = {}
+    for given in paths:
+        for path, relative in _contents(given, recursive):
+            real = path.resolve()
+            if real in found:
+                continue
+            output = relative.with_name(f"{relative.name}.{fmt}")
+            if output in claimed:
+                raise SaysoError(f"{claimed[output]} and {path} would both be transcribed to {output}: "
+                                 "transcribe them into different output folders.")
+            claimed[output] = path
+            found[real] = ArchiveFile(path, output)
+    return list(found.values())
+
+
+def _contents(given: Path, recursive: bool):
+    """(path, path relative to the output folder) for a path given: a file is its own name; a folder, its
+    media files by their path inside it. Links to folders are not followed: a link back up would never end."""
+    if not given.is_dir():
+        yield given, Path(given.name)  # a missing or special file fails in its turn, as a bad file does
+        return
+    for folder, subfolders, names in os.walk(given):
+        subfolders[:] = sorted(subfolders) if recursive else []
+        for name in sorted(names):
+            path = Path(folder, name)
+            if path.suffix.lower() in audio.MEDIA_SUFFIXES and path.is_file():
+                yield path, path.relative_to(given)
+
+
+def file_identity(path: Path) -> dict:
+    """What tells a file from its next version without reading it: its real path, size and modification time."""
+    info = path.stat()
+    return {"path": str(path.resolve()), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+class Manifest:
+    """OUTDIR's record of the files done and failed: one JSON object a line, appended, the last line about
+    a file the one that counts. Each line is on disk (flush, fsync) before the next file starts."""
+
+    def __init__(self, outdir: Path) -> None:
+        self.path = outdir / MANIFEST_NAME
+        self.latest: dict[str, dict] = {}
+        text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        self.torn = not text.endswith("\n") and text != ""  # a line cut short: the next starts on a line of its own
+        for line in text.splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # the last line of a run killed while writing it
+                continue
+            self.latest[record["input"]["path"]] = record
+
+    def is_done(self, file: ArchiveFile, outdir: Path, model: dict, options: dict) -> bool:
+        """Whether ``file`` as it is now was transcribed with this model and options, its output still there."""
+        record = self.latest.get(str(file.path.resolve()))
+        return (record is not None and record["status"] == "done" and record["input"] == _identity_or_path(file.path)
+                and record["model"] == model and record["options"] == options
+                and record["output"] == str(file.output) and (outdir / file.output).is_file())
+
+    def append(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as manifest:
+            manifest.write(("\n" if self.torn else "") + json.dumps(record, ensure_ascii=False) + "\n")
+            manifest.flush()
+            os.fsync(manifest.fileno())
+        self.torn = False
+        self.latest[record["input"]["path"]] = record
+
+
+@dataclass
+class Progress:
+    """Where a run stands: files and audio seconds done of the total to do (skipped files not counted; a
+    file whose header gives no length counts as a file only)."""
+
+    files: int
+    audio_s: float
+    files_done: int = 0
+    audio_done_s: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def eta_s(self, current_done_s: float = 0.0) -> float | None:
+        """Seconds left at this run's pace so far: by audio seconds when the headers give them, else by files."""
+        elapsed = time.monotonic() - self.started
+        done_s = self.audio_done_s + current_done_s
+        if self.audio_s > 0 and done_s > 0:
+            return elapsed * (self.audio_s - done_s) / done_s
+        if self.files_done:
+            return elapsed * (self.files - self.files_done) / self.files_done
+        return None
+
+
+@dataclass
+class Summary:
+    transcribed: int = 0
+    skipped: int = 0
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+    audio_s: float = 0.0
+    wall_s: float = 0.0
+
+
+def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, options: dict,
+                       transcribe: Callable, show: Callable[[Progress, float], None] | None = None,
+                       failed: Callable[[Path, str], None] | None = None) -> Summary:
+    """Transcribe the ``files`` not done yet into ``outdir``, recording each in the manifest.
+
+    ``options``: format, language, task and prompt, as the manifest keeps them. ``transcribe(path,
+    progress)``: the engine's ``transcribe_file`` with the options, called only when a file is to be
+    done (so a rerun with nothing left loads no model). ``show(progress, seconds of the current file
+    done)``: called as the work goes; ``failed(path, message)`` as a file fails. A bad file (not audio,
+    damaged, empty: ``AudioError``) is recorded as failed and the run goes on; any other error (options the
+    model refuses, an output that can't be written) would fail every file alike, so it stops the run.
+    """
+    started = time.monotonic()
+    manifest = Manifest(outdir)
+    model_identity = file_identity(model)
+    summary = Summary()
+    todo = [f for f in files if not manifest.is_done(f, outdir, model_identity, options)]
+    summary.skipped = len(files) - len(todo)
+    lengths = {f: _length(f.path) for f in todo}
+    progress = Progress(len(todo), sum(s for s in lengths.values() if s is not None))
+    for file in todo:
+        record = {"input": _identity_or_path(file.path), "model": model_identity, "options": options,
+                  "output": str(file.output)}
+        length = lengths[file] or 0.0
+        report = (lambda fraction: show(progress, fraction * length)) if show else None
+        if show:
+            show(progress, 0.0)
+        try:
+            transcript = transcribe(file.path, report)
+        except AudioError as error:
+            summary.failed.append((file.path, str(error)))
+            manifest.append({**record, "status": "failed", "error": str(error)})
+            if failed:
+                failed(file.path, str(error))
+        else:
+            write_text_atomically(outdir / file.output, render(transcript, options["format"], file=str(file.path)))
+            summary.transcribed += 1
+            summary.audio_s += transcript.duration
+            manifest.append({**record, "status": "done", "audio_s": transcript.duration})
+        progress.files_done += 1
+        progress.audio_done_s += length
+    if show and todo:
+        show(progress, 0.0)
+    summary.wall_s = time.monotonic() - started
+    return summary
+
+
+def _length(path: Path) -> float | None:
+    """Seconds of audio by the file's header, None when it doesn't say (or isn't audio: that fails later)."""
+    try:
+        return audio.duration(path)
+    except AudioError:
+        return None
+
+
+def _identity_or_path(path: Path) -> dict:
+    """The file's identity, or only its path when it can't be read (gone, a broken link): it fails anyway."""
+    try:
+        return file_identity(path)
+    except OSError:
+        return {"path": str(path.resolve())}
