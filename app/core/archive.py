@@ -176,7 +176,10 @@ def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, opti
             if failed:
                 failed(file.path, str(error))
         else:
-            write_text_atomically(outdir / file.output, render(transcript, options["format"], file=str(file.path)))
+            target = outdir / file.output
+            for stale in target.parent.glob(f".{target.name}.*.tmp"):  # a write a killed run left half done
+                stale.unlink(missing_ok=True)
+            write_text_atomically(target, render(transcript, options["format"], file=str(file.path)))
             summary.transcribed += 1
             summary.audio_s += transcript.duration
             manifest.append({**record, "status": "done", "audio_s": transcript.duration})

@@ -73,8 +73,14 @@ def test_a_run_killed_half_way_resumes_and_bad_files_fail_without_stopping_it(tm
     first = sum(r["status"] == "done" for r in records(out))
     assert 1 <= first < len(good)
 
+    done_first = {r["output"] for r in records(out) if r["status"] == "done"}
+    for name in set(good) - done_first:  # what a write cut by the kill would leave beside its output
+        stale = out / Path(name).parent / f".{Path(name).name}.4242.tmp"
+        stale.parent.mkdir(parents=True, exist_ok=True)
+        stale.write_text("half a transcript")
     status, stderr = finish(transcribe(folder, out, data))
     assert status == 1, stderr  # because of the bad files
+    assert not list(out.rglob("*.tmp"))  # redone, with nothing left half written
     done = Counter(r["input"]["path"] for r in records(out) if r["status"] == "done")
     assert done == {str(path.resolve()): 1 for path in good.values()}, "a good file transcribed twice, or never"
     assert f"sayso: {len(good) - first} transcribed, {first} skipped (done before), 2 failed" in stderr
