@@ -23,7 +23,7 @@ class DictationState(str, Enum):
 
 @dataclass(frozen=True)
 class FlowFacts:
-    """What the state depends on, as the coordinator knows it."""
+    """What the state depends on, as the dictation flow knows it."""
 
     recording: bool  # a take is being recorded (pressed, not yet released)
     finishing: bool  # a released take, or earlier takes' jobs, not yet delivered

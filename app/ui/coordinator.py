@@ -1,16 +1,9 @@
-"""The coordinator: owns every part of the app and runs the dictation flow between them.
+"""The coordinator: builds every part of the app and the pages, and wires them together.
 
-    shortcut down ─► capture the focused window, start the take (pre-roll included) streaming into the
-                     engine (text so far on the overlay), cue, overlay
-    shortcut up   ─► short tail, stop the take, save audio + history row, queue the transcription (the
-                     take's stream session has done most of it by then)
-    hands-free    ─► a take started by a toggle stops by itself when the speaker pauses (VAD)
-    transcript    ─► the text rules and the optional cleanup (``app.core.writing``, off this thread),
-                     history text, then deliver to the window captured at key-down (if it still has
-                     the focus; otherwise keep the text here and say so), joined to what Sayso wrote
-                     there last
-The focused app at key-down picks the dictation's profile (``app.core.profiles``): its model, language,
-delivery and commands.
+The dictation flow itself (the take, the engine's jobs, the writing, delivery, and the state they add up
+to) is ``app.core.dictation_flow``; this module hands it its parts and shows what it reports: on the
+overlay, the tray and the pages. The focused app at key-down picks the dictation's profile
+(``app.core.profiles``): its model, language, delivery and commands.
 
 The parts know nothing of each other: the microphone (PortAudio thread), the engine (its QThread), the
 hotkey listener (pynput thread) and delivery (subprocesses) all report back through Qt signals, so
@@ -20,13 +13,9 @@ every step here runs on the GUI thread and nothing here waits on a slow part.
 from __future__ import annotations
 
 import logging
-import time
-from collections import deque
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from sayso.app.platform.autostart import set_start_at_login, starts_at_login
@@ -34,60 +23,28 @@ from sayso.app.platform.cues import CuePlayer
 from sayso.app.platform.delivery import Delivery, DeliveryResult
 from sayso.app.platform.focus import focused_app
 from sayso.app.ui.dictation_page import DictationPage
-from sayso.app.core.dictation import DictationState, FlowFacts, dictation_state
+from sayso.app.core.dictation import DictationState
+from sayso.app.core.dictation_flow import DictationFlow
 from sayso.app.core.engine_worker import EngineClient, EngineFactory
 from sayso.app.ui.files_view import FilesPage
 from sayso.app.core.history import History
-from sayso.app.core.text.joining import join_to
-from sayso.app.core.profiles import DictationChoices, choices_for
-from sayso.app.core.writer import TextWriter
-from sayso.app.core.writing import LastWritten, Written, cleanup_for
 from sayso.app.ui.history_view import HistoryPage, entry_meta
 from sayso.app.platform.hotkeys import HotkeyListener, display_server, format_hotkey
 from sayso.app.platform.locations import settings_file
 from sayso.app.ui.main_window import MainWindow
 from sayso.app.ui.overlay import Overlay, can_float
 from sayso.app.platform.microphone import Microphone, MicrophoneError, rescan_devices
-from sayso.app.core.refusals import environment_error
 from sayso.app.core.settings import Settings, SettingsStore
 from sayso.app.ui.settings_view import SettingsPage
 from sayso.app.ui.tray import Tray
 
 log = logging.getLogger(__name__)
 
-TAIL_MS = 150  # keep recording this long after the key comes up: people release while finishing a word
-MIN_TAKE_SECONDS = 0.3  # shorter holds are accidental taps, not dictations
 LEVEL_POLL_MS = 33
 RECENT_SHOWN = 4  # dictations listed on the Dictation page
 
 
-@dataclass
-class Take:
-    deliver: bool  # False when started from Sayso's own window: the text then stays here
-    target: str | None  # the window that had the focus at key-down
-    choices: DictationChoices  # Settings, with the focused app's profile over them
-    started: float  # time.monotonic()
-    stopping: bool = False
-    released: float = 0.0  # time.monotonic() at key-up
-    hands_free: bool = False  # stop when the speaker pauses
-    stream: int | None = None  # the engine's id for the take's stream session
-
-
-@dataclass
-class Pending:
-    entry_id: int | None
-    deliver: bool
-    target: str | None
-    released: float  # time.monotonic() at key-up, for the latency log
-    duration: float
-    choices: DictationChoices
-    model: str = ""  # the model that transcribed it, once it has
-
-
 class Coordinator(QObject):
-    state_changed = Signal(str)  # loading | ready | recording | transcribing | error
-    dictation_done = Signal(str, object)  # text, DeliveryResult (or None when nothing was delivered)
-
     def __init__(self, data_dir: Path, engine_factory: EngineFactory | None = None):
         super().__init__()
         self.data_dir = Path(data_dir)
@@ -100,9 +57,9 @@ class Coordinator(QObject):
         self.microphone = Microphone()
         self.hotkeys = HotkeyListener(self)
         self.delivery = Delivery(self)
-        self.writer = TextWriter(self)
-        self.last_written = LastWritten()
         self.cues = CuePlayer()
+        self.flow = DictationFlow(self.client, self.microphone, self.delivery, self.history, self.cues,
+                                  lambda: self.settings, focused_app, self._is_own_window, self)
         self.overlay = Overlay()
 
         self.dictation_page = DictationPage()
@@ -119,16 +76,9 @@ class Coordinator(QObject):
         )
         self.tray = Tray(self)
 
-        self._take: Take | None = None
-        self._pending: dict[int, Pending] = {}  # by engine job id, until the engine's text is in
-        self._writing: dict[int, Pending] = {}  # by engine job id, until the text rules and cleanup are done
-        self._deliveries: deque[tuple[str, Pending]] = deque()
-        self._delivering: tuple[str, Pending] | None = None
-        self._mic_error = ""
         self._loading_text = "Loading model…"
         self._announced_ready = False
         self._told_about_tray = False
-        self._state: DictationState | None = None
         self._shut_down = False
 
         self._level_timer = QTimer(self)
@@ -138,14 +88,21 @@ class Coordinator(QObject):
         self.client.loading.connect(self._on_loading)
         self.client.loaded.connect(self._on_loaded)
         self.client.load_failed.connect(self._on_load_failed)
-        self.client.preview.connect(self._on_preview)
-        self.client.speech_ended.connect(self._on_speech_ended)
         self.client.warning.connect(self._on_engine_warning)
-        self.hotkeys.pressed.connect(self._on_hotkey_pressed)
-        self.hotkeys.released.connect(self._on_hotkey_released)
+        self.flow.state_changed.connect(self._on_state_changed)
+        self.flow.microphone_changed.connect(self._show_state)
+        self.flow.recording.connect(self._on_recording)
+        self.flow.transcribing.connect(self._on_transcribing)
+        self.flow.preview.connect(self._on_preview)
+        self.flow.message.connect(self._show_message)
+        self.flow.problem.connect(self._show_problem)
+        self.flow.notice.connect(self.dictation_page.notice.show_text)
+        self.flow.history_changed.connect(self.history_page.refresh)
+        self.flow.recent_changed.connect(self._show_last_dictation)
+        self.flow.dictation_done.connect(self._on_dictation_done)
+        self.hotkeys.pressed.connect(self.flow.key_pressed)
+        self.hotkeys.released.connect(self.flow.key_released)
         self.hotkeys.failed.connect(self.dictation_page.notice.show_text)
-        self.delivery.done.connect(self._on_delivered)
-        self.writer.written.connect(self._on_written)
         self.dictation_page.record_clicked.connect(lambda: self.toggle(deliver=False))
         self.settings_page.changed.connect(self.apply_settings)
         self.settings_page.rescan_requested.connect(self.rescan_microphones)
@@ -163,11 +120,12 @@ class Coordinator(QObject):
         """Load the model (engine thread), open the microphone and watch the shortcut."""
         self.client.load(self.settings.model, self.settings.device)
         if microphone:
-            self._open_microphone()
+            self.flow.open_microphone()
         if hotkeys:
             self._watch_hotkey()
         self._update_hint()
-        self._refresh_state()
+        self.flow.update_state()
+        self._show_state()
 
     def open_files(self, paths: list[str]) -> None:
         """Files the desktop opened with Sayso (``sayso FILE...``): transcribed on the Files page."""
@@ -195,7 +153,7 @@ class Coordinator(QObject):
         self.hotkeys.stop()
         self.microphone.close()
         self.client.shutdown()
-        self.writer.stop()
+        self.flow.stop()
         self.history_page.stop()
         self.history.close()
         self.tray.hide()
@@ -217,8 +175,8 @@ class Coordinator(QObject):
         self.store.save(new)
         if (new.model, new.device) != (old.model, old.device):
             self.client.load(new.model, new.device)
-        if new.input_device != old.input_device and self._take is None:
-            self._open_microphone()
+        if new.input_device != old.input_device and not self.flow.take_under_way:
+            self.flow.open_microphone()
         if new.start_at_login != old.start_at_login:
             try:
                 set_start_at_login(new.start_at_login)
@@ -230,31 +188,19 @@ class Coordinator(QObject):
         if self.settings_page.current() != new:
             self.settings_page.load(new)
         self._update_hint()
-        self._refresh_state()
-
-    def _open_microphone(self) -> bool:
-        try:
-            name = self.microphone.open(self.settings.input_device)
-        except MicrophoneError as error:
-            self._mic_error = str(error)
-            log.warning("microphone: %s", error)
-            self._refresh_state()
-            return False
-        self._mic_error = ""
-        log.info("microphone: %s", name)
-        self._refresh_state()
-        return True
+        self.flow.update_state()
+        self._show_state()
 
     def rescan_microphones(self) -> None:
         """Find microphones plugged in since the start (PortAudio must restart, so the stream reopens)."""
-        if self._take is not None:
+        if self.flow.take_under_way:
             return
         self.microphone.close()
         try:
             rescan_devices()
         except MicrophoneError as error:
             log.warning("microphone: %s", error)
-        self._open_microphone()
+        self.flow.open_microphone()
         self.settings_page.show_microphones()
 
     def _watch_hotkey(self) -> None:
@@ -281,20 +227,23 @@ class Coordinator(QObject):
     # ---- state --------------------------------------------------------------------------------------
 
     @property
-    def state(self) -> DictationState:
-        return self._state
+    def state(self) -> DictationState | None:
+        return self.flow.state
 
-    def _refresh_state(self) -> None:
-        take = self._take
-        state = dictation_state(FlowFacts(
-            recording=take is not None and not take.stopping,
-            finishing=bool(self._pending or self._writing) or (take is not None and take.stopping),
-            model_ready=self.client.ready, load_error=self.client.load_error or "",
-            microphone_error=self._mic_error or ""))
+    def _on_state_changed(self, state: DictationState) -> None:
+        if state is not DictationState.RECORDING:
+            self._level_timer.stop()
+        self._show_state()
+
+    def _show_state(self) -> None:
+        """The flow's state, with what explains it, on the Dictation page and the tray; logged once ready."""
+        state = self.flow.state
+        if state is None:  # not started yet
+            return
         detail = {
             DictationState.RECORDING: lambda: f"Microphone: {self.microphone.device_name}",
             DictationState.TRANSCRIBING: lambda: self.client.description or self._loading_text,
-            DictationState.ERROR: lambda: self.client.load_error or self._mic_error,
+            DictationState.ERROR: lambda: self.client.load_error or self.flow.microphone_error,
             DictationState.LOADING: lambda: self._loading_text,
             DictationState.READY: lambda: f"{self.client.description} · Microphone: "
                                           f"{self.microphone.device_name or 'none'}",
@@ -302,122 +251,39 @@ class Coordinator(QObject):
         self.dictation_page.set_state(state.value, detail)
         tray_state = {"recording": "recording", "transcribing": "transcribing"}.get(state.value, "idle")
         self.tray.set_state(tray_state, self.dictation_page.state.text())
-        if state != self._state:
-            self._state = state
-            self.state_changed.emit(state.value)
         if state is DictationState.READY and not self._announced_ready and self.microphone.is_open:
             self._announced_ready = True
-            log.info(
-                "Sayso is ready: %s; microphone %s; shortcut %s (%s)",
-                self.client.description, self.microphone.device_name, format_hotkey(self.settings.hotkey), self.settings.mode,
-            )  # fmt: skip
+            log.info("Sayso is ready: %s; microphone %s; shortcut %s (%s)", self.client.description,
+                     self.microphone.device_name, format_hotkey(self.settings.hotkey), self.settings.mode)
 
     def _on_loading(self, text: str) -> None:
         self._loading_text = text
         self.window.set_engine_status("loading", "Loading model", text)
-        self._refresh_state()
+        self._show_state()
 
     def _on_loaded(self, name: str, description: str) -> None:
         self.window.set_engine_status("ready", name, description)
-        self._refresh_state()
+        self._show_state()
 
     def _on_load_failed(self, message: str) -> None:
         self.window.set_engine_status("error", "No model", "See the Dictation page")
-        self._refresh_state()
+        self._show_state()
 
-    # ---- dictation ----------------------------------------------------------------------------------
+    # ---- dictation ---------------------------------------------------------------------------------
 
     def toggle(self, deliver: bool = True) -> None:
-        if self._take is None:
-            self.start_dictation(deliver, hands_free=self.settings.hands_free)
-        else:
-            self.stop_dictation()
+        """The tray's and ``sayso --toggle``'s way in: start a take, or stop the one under way."""
+        self.flow.toggle(deliver)
 
-    def _on_hotkey_pressed(self) -> None:
-        if self.settings.mode == "toggle":
-            self.toggle()
-        elif self._take is None:
-            self.start_dictation()
-
-    def _on_hotkey_released(self) -> None:
-        if self.settings.mode == "hold":
-            self.stop_dictation()
-
-    def start_dictation(self, deliver: bool = True, hands_free: bool = False) -> bool:
-        """Start a take now; False (and a message) if the microphone can't be used.
-
-        ``deliver``: type or paste the text into the window focused now; otherwise keep it in Sayso.
-        ``hands_free``: stop by itself when the speaker pauses after speaking.
-        """
-        if self._take is not None:
-            return False
-        if not self.microphone.is_open and not self._open_microphone():
-            self._show_problem(self._mic_error)
-            return False
-        target = self.delivery.capture_target() if deliver else None
-        choices = choices_for(self.settings, focused_app(target) if deliver else "")
-        self.settings_page.profiles.show_last_app(choices.app)
-        sink = None
-        # Streamed even without live text, so the engine works ahead of the key-up; not where a profile
-        # asks for another model than the loaded one, which the engine loads for the finished take.
-        if self.client.ready and choices.model is None:
-            sink = self.client.begin_take(language=choices.language, prompt=self.settings.prompt,
-                                          partials=self.settings.live_preview)
-        self.microphone.start_take(sink)
-        self._take = Take(deliver, target, choices, time.monotonic(), hands_free=hands_free,
-                          stream=self.client.take_id if sink else None)
-        if self.settings.cues:
-            self.cues.play("start")
+    def _on_recording(self, app: str) -> None:
+        self.settings_page.profiles.show_last_app(app)
         if self._overlay_shown:
             self.overlay.show_recording()
         self._level_timer.start()
-        self._refresh_state()
-        log.info("recording (target window %s, app %r%s)", target, choices.app,
-                 ", its profile" if choices.profile else "")
-        return True
 
-    def stop_dictation(self) -> None:
-        """End the take after a short tail; the transcription is queued when the tail is in."""
-        if self._take is None or self._take.stopping:
-            return
-        self._take.stopping = True
-        self._take.released = time.monotonic()
+    def _on_transcribing(self, note: str) -> None:
         if self._overlay_shown:
-            self.overlay.show_transcribing()
-        self._refresh_state()
-        QTimer.singleShot(TAIL_MS, self._finish_take)
-
-    def _finish_take(self) -> None:
-        take, self._take = self._take, None
-        pcm = self.microphone.stop_take()
-        stream = self.client.end_take() if take.stream is not None else None
-        self._level_timer.stop()
-        if self.settings.cues:
-            self.cues.play("stop")
-        held = take.released - take.started
-        if held < MIN_TAKE_SECONDS:
-            self._refresh_state()
-            self._show_message("Hold the shortcut while you speak", "info")
-            return
-        entry_id = None
-        try:
-            entry_id = self.history.add(pcm, self.client.model_name).id
-        except Exception as error:  # a full disk must not cost the user their dictation: transcribe anyway
-            reason = environment_error(error) if isinstance(error, OSError) else str(error)
-            log.error("history: can't save the recording: %s", reason)
-            self.dictation_page.notice.show_text(f"This dictation couldn't be saved to History: {reason} "
-                                                 "Its text is delivered all the same.")
-        job = self.client.submit_pcm(pcm, language=take.choices.language, prompt=self.settings.prompt,
-                                     model=take.choices.model, take=stream)
-        self._pending[job.id] = Pending(entry_id, take.deliver, take.target, take.released, len(pcm) / 16000,
-                                        take.choices)
-        job.finished.connect(partial(self._on_finished, job.id))
-        job.failed.connect(partial(self._on_failed, job.id))
-        job.cancelled.connect(partial(self._on_failed, job.id, "Cancelled."))
-        if self._overlay_shown:
-            self.overlay.show_transcribing("Transcribing…" if self.client.ready else "Waiting for the model…")
-        self.history_page.refresh()
-        self._refresh_state()
+            self.overlay.show_transcribing(note)
 
     def _poll_level(self) -> None:
         level = self.microphone.level
@@ -425,72 +291,16 @@ class Coordinator(QObject):
         self.overlay.set_level(level)
 
     def _on_preview(self, text: str) -> None:
-        if self._take is not None and self._overlay_shown:
+        if self._overlay_shown:
             self.overlay.set_text(text)
 
-    def _on_speech_ended(self, stream: int) -> None:
-        if self._take is not None and self._take.hands_free and self._take.stream == stream:
-            log.info("hands-free: the speaker paused; stopping")
-            self.stop_dictation()
-
-    def _on_finished(self, job_id: int, transcript) -> None:
-        pending = self._pending.pop(job_id)
-        log.info(
-            "transcribed %.1f s in %.0f ms after key-up", pending.duration, 1000 * (time.monotonic() - pending.released)
-        )
-        pending.model = transcript.model
-        self._writing[job_id] = pending
-        self.writer.write(job_id, transcript.text.strip(), pending.choices.rules, cleanup_for(self.settings))
-
-    def _on_written(self, written: Written) -> None:
-        pending = self._writing.pop(written.key, None)
-        if pending is None or self._shut_down:  # shut down: the History is closed, the entry is interrupted
-            return
-        text = written.text
-        if pending.entry_id is not None:
-            self.history.finish(pending.entry_id, text, pending.model, raw_text=written.raw, note=written.note)
-            self.history_page.refresh()
-        if written.note:
-            self.dictation_page.notice.show_text(written.note)
+    def _on_dictation_done(self, text: str, result: DeliveryResult | None) -> None:
         if not text:
-            self._show_message("No speech heard" if not written.raw else "Nothing left to write", "info")
-            self._refresh_state()
-            self.dictation_done.emit("", None)
-            return
-        if not pending.deliver or (pending.target is not None and self._is_own_window(pending.target)):
+            return  # nothing heard: the flow's message says so
+        if result is None:  # kept in Sayso, as asked
             self._show_last_dictation()
             self.overlay.hide()
-            self._refresh_state()
-            self.dictation_done.emit(text, None)
-            return
-        self._deliveries.append((text, pending))
-        self._deliver_next()
-        self._refresh_state()
-
-    def _on_failed(self, job_id: int, message: str) -> None:
-        pending = self._pending.pop(job_id)
-        if pending.entry_id is not None:
-            self.history.fail(pending.entry_id, message)
-            self.history_page.refresh()
-        self._show_problem(message)
-        self._show_last_dictation()
-        self._refresh_state()
-
-    def _deliver_next(self) -> None:
-        if self._delivering is not None or not self._deliveries:
-            return
-        self._delivering = self._deliveries.popleft()
-        text, pending = self._delivering
-        previous = self.last_written.previous(pending.target)
-        self.delivery.deliver(join_to(previous, text), pending.target, pending.choices.delivery)
-
-    def _on_delivered(self, result: DeliveryResult) -> None:
-        text, pending = self._delivering
-        self._delivering = None
-        elapsed = 1000 * (time.monotonic() - pending.released)
-        if result.delivered:
-            self.last_written.remember(pending.target, text)
-            log.info("delivered %d characters by %s, %.0f ms after key-up", len(text), result.method, elapsed)
+        elif result.delivered:
             self._show_last_dictation()
             if self._overlay_shown:
                 self.overlay.show_message("Inserted", "ok", 900)
@@ -498,9 +308,6 @@ class Coordinator(QObject):
             self._show_last_dictation(kept=result.message)
             self._show_message("Text kept in Sayso: " + result.message, "warn")
             self.tray.notify("Dictation kept in Sayso", result.message)
-        self.dictation_done.emit(text, result)
-        self._deliver_next()
-        self._refresh_state()
 
     def _is_own_window(self, window: str) -> bool:
         try:

@@ -155,11 +155,11 @@ def test_record_button_dictation_with_a_real_microphone(coordinator, qtbot, puls
     assert coordinator.microphone.is_open and coordinator.state == "ready"
     button = coordinator.dictation_page.record
     states = []
-    coordinator.state_changed.connect(states.append)
+    coordinator.flow.state_changed.connect(states.append)
     QTest.mouseClick(button, Qt.MouseButton.LeftButton)
     assert coordinator.state == "recording" and coordinator.overlay.isVisible()
     subprocess.run(["paplay", "--device=vsink", str(JFK)], env={**os.environ, **pulse.env}, check=True)
-    with qtbot.waitSignal(coordinator.dictation_done, timeout=120_000) as done:
+    with qtbot.waitSignal(coordinator.flow.dictation_done, timeout=120_000) as done:
         QTest.mouseClick(button, Qt.MouseButton.LeftButton)
     text, delivery = done.args
     assert delivery is None  # started from the window: the text stays in Sayso

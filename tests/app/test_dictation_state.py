@@ -18,4 +18,4 @@ READY = dict(recording=False, finishing=False, model_ready=True)
     (FlowFacts(**{**READY, "finishing": True, "model_ready": False}), DictationState.TRANSCRIBING),
 ])  # fmt: skip
 def test_the_state_follows_the_rule(facts, state):
-    assert dictation_state(facts) is state and state == state.value  # the coordinator's signal sends the value
+    assert dictation_state(facts) is state and state == state.value  # a str: shown by its value
