@@ -96,6 +96,8 @@ def cmd_transcribe(args) -> int:
         raise SaysoError(f"--dictation writes plain text; drop --format {args.format}.")
     if args.output_dir is not None:
         return transcribe_into(args)
+    if args.ray or args.ray_workers:
+        raise SaysoError("--ray and --ray-workers transcribe into a folder: add -o OUTDIR.")
     if args.recursive:
         raise SaysoError("--recursive finds the files in folders to transcribe into a folder: add -o OUTDIR.")
     write = dictation_text(args) if args.dictation else None
@@ -147,7 +149,13 @@ def transcribe_into(args) -> int:
         show.clear()
         print(f"sayso: {_failure_text(path, message)}", file=sys.stderr)
 
-    summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe, show, failed)
+    if args.ray:
+        from sayso.app.core.archive_ray import transcribe_archive_on_ray
+
+        summary = transcribe_archive_on_ray(files, Path(args.output_dir), model, options, args.ray, args.ray_workers,
+                                            args.device, show, failed)
+    else:
+        summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe, show, failed)
     show.clear()
     print(_summary_text(summary), file=sys.stderr)
     return 1 if summary.failed else 0
@@ -407,6 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each transcript to a file under OUTDIR (folders: their audio and video files), "
                         "resumably: a rerun skips what is done")
     p.add_argument("--recursive", action="store_true", help="with -o: the files in the folders' subfolders too")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="with -o: transcribe on a Ray cluster (sayso[cluster], docs/CLUSTER.md): auto, HOST:PORT, "
+                        "or local (a Ray instance of this machine, started for the run)")
+    p.add_argument("--ray-workers", type=int, metavar="N",
+                   help="with --ray: engines to start (default: one per GPU of the cluster; without GPUs or with "
+                        "--device cpu, one per node)")
     engine_options(p)
     p.add_argument("--format", choices=FORMATS, default="txt")
     p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")

@@ -2,7 +2,8 @@
 # Sets Sayso up on a fresh Debian/Ubuntu machine: system libraries, then a virtual environment
 # `.venv` at the repository root with the `sayso` command in it.
 #   bash packaging/setup.sh          # what the app needs
-#   bash packaging/setup.sh --test   # plus what the test suite needs (Xvfb, PulseAudio, xdotool, espeak-ng, ...)
+#   bash packaging/setup.sh --test   # plus what the test suite needs (Xvfb, PulseAudio, xdotool, espeak-ng, ...,
+#                                    # and Ray for sayso[cluster])
 # Python packages are installed at the versions pinned in packaging/constraints.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ packages=("${runtime[@]}")
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
     packages+=("${testing[@]}")
-    extras="[test]"
+    extras="[test,cluster]"
 fi
 
 . packaging/apt.sh

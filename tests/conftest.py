@@ -68,10 +68,14 @@ def require(*files: str) -> None:
     missing = [name for name in files if not (TEST_DATA and (TEST_DATA / name).exists())]
     if missing:
         where = f"({TEST_DATA} lacks it)" if TEST_DATA else "(not set)"
-        why = f"needs {', '.join(missing)} from ${TEST_DATA_ENV} {where}"
-        if os.environ.get("CI"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
+        skip_or_fail(f"needs {', '.join(missing)} from ${TEST_DATA_ENV} {where}")
+
+
+def skip_or_fail(why: str) -> None:
+    """Skip the running test for lack of something, or fail it where ``CI`` is set: CI must run everything."""
+    if os.environ.get("CI"):
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
 
 
 def require_clips(*clips: str) -> None:

@@ -141,10 +141,51 @@ class Summary:
     wall_s: float = 0.0
 
 
+class ArchiveRun:
+    """One run over an archive: the files left to do (those not done before), and the recording of each
+    outcome as it comes, in whatever order: its output written atomically, then its manifest record. The
+    one writer of OUTDIR, whether the files are transcribed here (``transcribe_archive``) or on a cluster
+    (``app.core.archive_ray``), so that a rerun either way skips what either way did."""
+
+    def __init__(self, files: list[ArchiveFile], outdir: Path, model: Path, options: dict) -> None:
+        self.started = time.monotonic()
+        self.outdir, self.options = outdir, options
+        self.manifest = Manifest(outdir)
+        self.model = file_identity(model)
+        self.todo = [f for f in files if not self.manifest.is_done(f, outdir, self.model, options)]
+        self.summary = Summary(skipped=len(files) - len(self.todo))
+        self.lengths = {f: _length(f.path) for f in self.todo}
+        self.progress = Progress(len(self.todo), sum(s for s in self.lengths.values() if s is not None))
+
+    def record_done(self, file: ArchiveFile, transcript) -> None:
+        target = self.outdir / file.output
+        for stale in target.parent.glob(f".{target.name}.*.tmp"):  # a write a killed run left half done
+            stale.unlink(missing_ok=True)
+        write_text_atomically(target, render(transcript, self.options["format"], file=str(file.path)))
+        self.summary.transcribed += 1
+        self.summary.audio_s += transcript.duration
+        self._record(file, {"status": "done", "audio_s": transcript.duration})
+
+    def record_failed(self, file: ArchiveFile, error: str) -> None:
+        self.summary.failed.append((file.path, error))
+        self._record(file, {"status": "failed", "error": error})
+
+    def _record(self, file: ArchiveFile, outcome: dict) -> None:
+        self.manifest.append({"input": _identity_or_path(file.path), "model": self.model, "options": self.options,
+                              "output": str(file.output), **outcome})
+        self.progress.files_done += 1
+        self.progress.audio_done_s += self.lengths[file] or 0.0
+
+    def finish(self) -> Summary:
+        self.summary.wall_s = time.monotonic() - self.started
+        return self.summary
+
+
 def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, options: dict,
                        transcribe: Callable, show: Callable[[Progress, float], None] | None = None,
                        failed: Callable[[Path, str], None] | None = None) -> Summary:
-    """Transcribe the ``files`` not done yet into ``outdir``, recording each in the manifest.
+    """Transcribe the ``files`` not done yet into ``outdir``, here, one after the other, recording each in
+    the manifest.
 
     ``options``: format, language, task and prompt, as the manifest keeps them. ``transcribe(path,
     progress)``: the engine's ``transcribe_file`` with the options, called only when a file is to be
@@ -153,42 +194,23 @@ def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, opti
     damaged, empty: ``AudioError``) is recorded as failed and the run goes on; any other error (options the
     model refuses, an output that can't be written) would fail every file alike, so it stops the run.
     """
-    started = time.monotonic()
-    manifest = Manifest(outdir)
-    model_identity = file_identity(model)
-    summary = Summary()
-    todo = [f for f in files if not manifest.is_done(f, outdir, model_identity, options)]
-    summary.skipped = len(files) - len(todo)
-    lengths = {f: _length(f.path) for f in todo}
-    progress = Progress(len(todo), sum(s for s in lengths.values() if s is not None))
-    for file in todo:
-        record = {"input": _identity_or_path(file.path), "model": model_identity, "options": options,
-                  "output": str(file.output)}
-        length = lengths[file] or 0.0
-        report = (lambda fraction: show(progress, fraction * length)) if show else None
+    run = ArchiveRun(files, outdir, model, options)
+    for file in run.todo:
+        length = run.lengths[file] or 0.0
+        report = (lambda fraction: show(run.progress, fraction * length)) if show else None
         if show:
-            show(progress, 0.0)
+            show(run.progress, 0.0)
         try:
             transcript = transcribe(file.path, report)
         except AudioError as error:
-            summary.failed.append((file.path, str(error)))
-            manifest.append({**record, "status": "failed", "error": str(error)})
+            run.record_failed(file, str(error))
             if failed:
                 failed(file.path, str(error))
         else:
-            target = outdir / file.output
-            for stale in target.parent.glob(f".{target.name}.*.tmp"):  # a write a killed run left half done
-                stale.unlink(missing_ok=True)
-            write_text_atomically(target, render(transcript, options["format"], file=str(file.path)))
-            summary.transcribed += 1
-            summary.audio_s += transcript.duration
-            manifest.append({**record, "status": "done", "audio_s": transcript.duration})
-        progress.files_done += 1
-        progress.audio_done_s += length
-    if show and todo:
-        show(progress, 0.0)
-    summary.wall_s = time.monotonic() - started
-    return summary
+            run.record_done(file, transcript)
+    if show and run.todo:
+        show(run.progress, 0.0)
+    return run.finish()
 
 
 def _length(path: Path) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, words
+from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, skip_or_fail, words
 from sayso.app.core.archive import MANIFEST_NAME, Manifest, archive_files
 from sayso.engine.audio import load_audio, save_wav
 from sayso.engine.errors import SaysoError
@@ -99,6 +100,30 @@ def test_a_run_killed_half_way_resumes_and_bad_files_fail_without_stopping_it(tm
     assert status == 1
     assert "sayso: 3 transcribed, 0 skipped (done before), 2 failed" in stderr, "the options changed: all again"
     assert {name for name in outputs(out) if name.endswith(".srt")} == {f"{name[:-4]}.srt" for name in good}
+
+
+def test_a_run_on_ray_writes_what_a_local_run_writes_and_a_local_rerun_skips_it(tmp_path):
+    """``--ray local``: two CPU workers in a Ray instance that the command starts and stops."""
+    if importlib.util.find_spec("ray") is None:
+        skip_or_fail("needs Ray: pip install -e '.[cluster]'")
+    folder, local, on_ray, data = tmp_path / "archive", tmp_path / "local", tmp_path / "ray", tmp_path / "data"
+    good = archive(folder)
+    status, _ = finish(transcribe(folder, local, data))
+    assert status == 1
+
+    status, stderr = finish(transcribe(folder, on_ray, data, "--ray", "local", "--ray-workers", "2"))
+    assert status == 1, stderr  # because of the bad files
+    assert "sayso: 3 transcribed, 0 skipped (done before), 2 failed" in stderr
+    assert outputs(on_ray) == outputs(local) and set(outputs(on_ray)) == set(good)
+    done = Counter(r["input"]["path"] for r in records(on_ray) if r["status"] == "done")
+    assert done == {str(path.resolve()): 1 for path in good.values()}, "a good file transcribed twice, or never"
+    failures = {r["input"]["path"]: r["error"] for r in records(on_ray) if r["status"] == "failed"}
+    assert "isn't audio or video" in failures[str((folder / "nested" / "broken.wav").resolve())]
+    assert "is empty (0 bytes)" in failures[str((folder / "nested" / "empty.wav").resolve())]
+
+    status, stderr = finish(transcribe(folder, on_ray, data))
+    assert status == 1
+    assert "sayso: 0 transcribed, 3 skipped (done before), 2 failed" in stderr, "one manifest, whoever wrote it"
 
 
 def test_folders_contribute_media_files_and_a_file_reached_twice_is_one_input(tmp_path):

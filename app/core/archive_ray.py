@@ -1,0 +1,150 @@
+"""``sayso transcribe DIR... -o OUTDIR --ray ADDRESS``: the archive's files transcribed by engines on a Ray
+cluster (the optional extra ``sayso[cluster]``), its outputs and manifest written here as a local run
+writes them (``archive.ArchiveRun``), so that a rerun, local or on Ray, skips what either did.
+
+What runs where: this process (the driver) finds the files, reads the manifest, sends each file's *path* to
+a worker and writes what comes back: the outputs and the manifest, one writer. Each worker (a Ray actor)
+loads the model once and transcribes the files it is given. Paths, not bytes, travel: an input can be a
+long video, so on a cluster of several machines the inputs and the model file must be at the same paths on
+every node (a shared mount), as ``docs/CLUSTER.md`` says.
+
+No printing: the command line shows the ``Progress`` and the failures, as for a local run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from sayso.app.core.archive import ArchiveFile, ArchiveRun, Progress, Summary
+from sayso.engine.errors import AudioError, SaysoError
+
+LOCAL = "local"
+"""``--ray local``: a Ray instance of this machine's own, started and stopped by the command."""
+IN_FLIGHT_PER_WORKER = 2
+"""Files sent to a worker ahead of its results: one to work on and one waiting, so that a worker never
+idles for a round trip, while the rest stay here (a huge archive is not queued on the cluster at once,
+and files go to the workers that finish first)."""
+RESTARTS = 2
+"""How often Ray restarts a worker that died (its process or its node), retrying the files it held, on
+another node when its own is gone. A worker dead after that fails the files it held (a rerun tries them
+again) and the run goes on with the others."""
+LOCAL_OBJECT_STORE_BYTES = 100 * 2**20
+"""``--ray local``'s object store: only transcripts travel through it, so Ray's default (30% of the
+machine's memory) would reserve memory for nothing."""
+
+
+class ArchiveWorker:
+    """A Ray actor: one engine, the model loaded once, transcribing one file at a time."""
+
+    def __init__(self, model: str, device: str, options: dict) -> None:
+        import ray
+
+        from sayso.engine.engine import Engine
+
+        gpus = ray.get_gpu_ids()
+        if gpus:  # Ray's GPU numbers taken as the Vulkan adapters': the workers of a node on GPUs of their own
+            from sayso.engine.gpu.device import ADAPTER_ENV
+
+            os.environ.setdefault(ADAPTER_ENV, str(int(gpus[0])))
+        self.engine = Engine(model, device=device)
+        self.options = options
+
+    def transcribe(self, path: str):
+        """The file's transcript, or its ``AudioError``'s message (a bad file, recorded as failed); any other
+        error reaches the driver and stops the run, as it would locally."""
+        try:
+            return self.engine.transcribe_file(path, language=self.options["language"], task=self.options["task"],
+                                               prompt=self.options["prompt"])
+        except AudioError as error:
+            return str(error)
+
+
+def transcribe_archive_on_ray(files: list[ArchiveFile], outdir: Path, model: Path, options: dict, address: str,
+                              workers: int | None, device: str, show: Callable[[Progress, float], None],
+                              failed: Callable[[Path, str], None]) -> Summary:
+    """``archive.transcribe_archive`` on Ray at ``address`` (``local``, ``auto``, or ``HOST:PORT``) with
+    ``workers`` engines: by default one per GPU of the cluster, or, with no GPU or ``device`` ``cpu``, one
+    per node (the numpy backend uses all of a machine's cores)."""
+    run = ArchiveRun(files, outdir, model, options)
+    if not run.todo:  # nothing to do: no cluster to reach
+        return run.finish()
+    ray = _import_ray()
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}  # the command line shows what matters
+    with warnings.catch_warnings():  # Ray's tips about its future versions are not the user's business
+        warnings.simplefilter("ignore", FutureWarning)
+        if address == LOCAL:
+            ray.init(num_cpus=workers or 1, object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
+                     **quiet)
+        else:
+            ray.init(address=address, **quiet)
+    try:
+        _transcribe_on(ray, run, _start_workers(ray, str(model), device, options, workers), show, failed)
+    finally:
+        ray.shutdown()  # a local instance stops; a cluster's workers end with this driver
+    return run.finish()
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise SaysoError("--ray needs Ray: install sayso[cluster] (pip install 'sayso[cluster]').") from None
+    return ray
+
+
+def _start_workers(ray, model: str, device: str, options: dict, workers: int | None) -> list:
+    """The workers: one GPU each where the cluster has GPUs and ``device`` isn't ``cpu``, else one CPU
+    each, spread over the nodes."""
+    gpus = int(ray.cluster_resources().get("GPU", 0)) if device != "cpu" else 0
+    if gpus:
+        actor = ray.remote(num_gpus=1, max_restarts=RESTARTS, max_task_retries=RESTARTS)(ArchiveWorker)
+    else:
+        actor = ray.remote(num_cpus=1, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+                           scheduling_strategy="SPREAD")(ArchiveWorker)
+    count = workers or gpus or sum(1 for node in ray.nodes() if node["Alive"])
+    return [actor.remote(model, device, options) for _ in range(count)]
+
+
+def _transcribe_on(ray, run: ArchiveRun, workers: list, show, failed) -> None:
+    """Send the files to do to the ``workers``, at most ``IN_FLIGHT_PER_WORKER`` each, recording each
+    outcome as it comes back, in whatever order."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    queue = deque(run.todo)
+    pending = {}  # a result to come -> (its file, the worker doing it)
+
+    def send(worker) -> None:
+        if queue:
+            file = queue.popleft()
+            pending[worker.transcribe.remote(str(file.path))] = (file, worker)
+
+    for worker in workers:
+        for _ in range(IN_FLIGHT_PER_WORKER):
+            send(worker)
+    show(run.progress, 0.0)
+    while pending:
+        [ready], _ = ray.wait(list(pending), num_returns=1)
+        file, worker = pending.pop(ready)
+        try:
+            outcome = ray.get(ready)
+        except RayTaskError as error:  # not a bad file: e.g. options the model refuses
+            raise error.cause from None
+        except RayActorError as error:
+            outcome = f"its Ray worker died: {str(error).splitlines()[0]}"
+            if worker in workers:
+                workers.remove(worker)
+        if isinstance(outcome, str):
+            run.record_failed(file, outcome)
+            failed(file.path, outcome)
+        else:
+            run.record_done(file, outcome)
+        if worker in workers:
+            send(worker)
+        show(run.progress, 0.0)
+    if queue:
+        raise SaysoError(f"Every Ray worker died, {len(queue)} files not sent: rerun to do them.")
