@@ -9,8 +9,7 @@
 // probability (f32 bits). The search is over once t reaches the frame count; every kernel then
 // leaves what it would write as it is.
 
-const HEADER = 4u;
-const NONE = 0xffffffffu;
+const HEADER = 4u;  // NONE and the online softmax partials are online_softmax.wgsl's, first in the module
 
 // ---- joint_hidden: the joint's hidden layer at frame t ---------------------------------------------
 // hidden [J] = act(encoder [T, J] at row t + prediction [J]), where the prediction is the joint's
@@ -76,6 +75,20 @@ var<workgroup> best_m: array<f32, WG>;
 var<workgroup> best_s: array<f32, WG>;
 var<workgroup> best_i: array<u32, WG>;
 
+// Merges two partials, rescaling only the sum whose maximum loses (no exp(0) factor for the winner's).
+fn merge_partials(a: Partial, b: Partial) -> Partial {
+    if (b.i == NONE) {
+        return a;
+    }
+    if (a.i == NONE) {
+        return b;
+    }
+    if (takes_over(a, b)) {
+        return Partial(b.m, a.s * exp(a.m - b.m) + b.s, b.i);
+    }
+    return Partial(a.m, a.s + b.s * exp(b.m - a.m), a.i);
+}
+
 @compute @workgroup_size(WG)
 fn choose(@builtin(local_invocation_index) l: u32) {
     let t = state[0];
@@ -85,47 +98,21 @@ fn choose(@builtin(local_invocation_index) l: u32) {
         }
         return;
     }
-    var m = 0.0;
-    var s = 0.0;
-    var index = NONE;
-    // A thread sees its indices in increasing order, so a strict > keeps the first of equals.
+    var part = Partial(0.0, 0.0, NONE);
     for (var j = l; j < cp.n_tokens; j += WG) {
-        let x = logits[j];
-        if (index == NONE) {
-            m = x;
-            s = 1.0;
-            index = j;
-        } else if (x > m) {
-            s = s * exp(m - x) + 1.0;
-            m = x;
-            index = j;
-        } else {
-            s += exp(x - m);
-        }
+        part = push(part, logits[j], j);
     }
-    best_m[l] = m;
-    best_s[l] = s;
-    best_i[l] = index;
+    best_m[l] = part.m;
+    best_s[l] = part.s;
+    best_i[l] = part.i;
     workgroupBarrier();
     for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
         if (l < stride) {
-            let bi = best_i[l + stride];
-            let ai = best_i[l];
-            if (bi != NONE) {
-                let am = best_m[l];
-                let bm = best_m[l + stride];
-                if (ai == NONE) {
-                    best_m[l] = bm;
-                    best_s[l] = best_s[l + stride];
-                    best_i[l] = bi;
-                } else if (bm > am || (bm == am && bi < ai)) {
-                    best_s[l] = best_s[l] * exp(am - bm) + best_s[l + stride];
-                    best_m[l] = bm;
-                    best_i[l] = bi;
-                } else {
-                    best_s[l] = best_s[l] + best_s[l + stride] * exp(bm - am);
-                }
-            }
+            let b = merge_partials(Partial(best_m[l], best_s[l], best_i[l]),
+                                   Partial(best_m[l + stride], best_s[l + stride], best_i[l + stride]));
+            best_m[l] = b.m;
+            best_s[l] = b.s;
+            best_i[l] = b.i;
         }
         workgroupBarrier();
     }

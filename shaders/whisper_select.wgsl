@@ -6,8 +6,8 @@
 // over timestamps: the largest logit, its index and the sum of exp(logit - largest). A tree
 // reduction merges the partials; thread 0 then applies the "timestamps are likelier than any text
 // token" rule, picks the token and writes it to `ids` (what the next step's embed reads), appends it
-// to the history in `state` and updates the state. Empty sets are marked by index NONE rather than
-// by infinities, which WGSL has no literal for and some compilers don't keep.
+// to the history in `state` and updates the state. The partials (`Partial`, `push`, NONE for an empty
+// set) are online_softmax.wgsl's, which comes first in the module.
 //
 // state (u32): [0] tokens chosen so far n, [1] the last chosen timestamp (0: none yet),
 // [2 .. 2+capacity) the chosen tokens, [2+capacity .. 2+2*capacity) their log-probabilities (f32 bits).
@@ -24,7 +24,6 @@ struct Params {
 }
 
 override WG: u32 = 256u;  // threads, a power of two
-const NONE = 0xffffffffu;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
@@ -32,27 +31,12 @@ const NONE = 0xffffffffu;
 @group(0) @binding(3) var<storage, read_write> state: array<u32>;
 @group(0) @binding(4) var<storage, read_write> ids: array<u32>;
 
-// Online softmax partial over a set of tokens: largest logit m at index i (NONE: the set is empty),
-// s = sum of exp(logit - m).
-struct Partial { m: f32, s: f32, i: u32 }
-
 var<workgroup> text_m: array<f32, WG>;
 var<workgroup> text_s: array<f32, WG>;
 var<workgroup> text_i: array<u32, WG>;
 var<workgroup> stamp_m: array<f32, WG>;
 var<workgroup> stamp_s: array<f32, WG>;
 var<workgroup> stamp_i: array<u32, WG>;
-
-// Adds token j with logit x; j grows along a thread's walk, so the strict > keeps the first of equals.
-fn push(a: Partial, x: f32, j: u32) -> Partial {
-    if (a.i == NONE) {
-        return Partial(x, 1.0, j);
-    }
-    if (x > a.m) {
-        return Partial(x, a.s * exp(a.m - x) + 1.0, j);
-    }
-    return Partial(a.m, a.s + exp(x - a.m), a.i);
-}
 
 // Merges two partials; on equal maxima the lower index wins (numpy's argmax).
 fn merge(a: Partial, b: Partial) -> Partial {
@@ -64,10 +48,7 @@ fn merge(a: Partial, b: Partial) -> Partial {
     }
     let m = max(a.m, b.m);
     let s = a.s * exp(a.m - m) + b.s * exp(b.m - m);
-    if (b.m > a.m || (b.m == a.m && b.i < a.i)) {
-        return Partial(m, s, b.i);
-    }
-    return Partial(m, s, a.i);
+    return Partial(m, s, select(a.i, b.i, takes_over(a, b)));
 }
 
 fn masked(plane: u32, j: u32) -> bool {

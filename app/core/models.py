@@ -7,6 +7,7 @@ models on this computer and those Sayso can download (``engine.hub``) or convert
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -135,13 +136,16 @@ def _family(name: str, path: Path) -> str:
 
 @lru_cache(maxsize=64)
 def _architecture(path: str, mtime_ns: int) -> str:
-    """``general.architecture`` of a GGUF file ("" if unreadable); cached, as reading the metadata takes a moment."""
-    from sayso.engine.errors import ModelFileError
-    from sayso.engine.gguf.reader import ModelFile
+    """``general.architecture`` of a GGUF file ("" if unreadable); cached, as reading the metadata takes a moment.
+
+    Only the header is read, checked as ``ModelFile`` checks it, from a read-only mapping of the file:
+    ``ModelFile`` would copy the whole file into memory for this one key."""
+    from sayso.engine.gguf.header import HeaderError, read_header
 
     try:
-        return str(ModelFile(path).get("general.architecture", ""))
-    except ModelFileError:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapping:
+            return str(read_header(mapping).metadata.get("general.architecture", ""))
+    except (OSError, ValueError, HeaderError):  # ValueError: an empty file, which can't be mapped
         return ""
 
 

@@ -89,13 +89,14 @@ IM2COL_3X3_S2 = EntryPoint("conv.wgsl", "im2col_3x3_s2", ("x", "flat"), IMAGE)
 DEPTHWISE_3X3_S2 = EntryPoint("conv.wgsl", "depthwise_3x3_s2", ("x", "taps", "bias", "conv_out"), IMAGE)
 CHANNELS_MAJOR = EntryPoint("conv.wgsl", "channels_major", ("x", "flat"), IMAGE)
 WHISPER_LOG_MEL = EntryPoint("frontend.wgsl", "whisper_log_mel", ("mel", "out"), _fields("rows frames cols"))
-WHISPER_SELECT = EntryPoint("whisper_select.wgsl", "main", ("logits", "masks", "state", "ids"),
+WHISPER_SELECT = EntryPoint("online_softmax.wgsl+whisper_select.wgsl", "main", ("logits", "masks", "state", "ids"),
                             _fields("n_vocab eot timestamp_begin timestamps max_initial_timestamp capacity words"))
-JOINT_HIDDEN = EntryPoint("transducer.wgsl", "joint_hidden", ("encoder", "prediction", "hidden_state", "hidden"),
+TRANSDUCER = "online_softmax.wgsl+transducer.wgsl"
+JOINT_HIDDEN = EntryPoint(TRANSDUCER, "joint_hidden", ("encoder", "prediction", "hidden_state", "hidden"),
                           _fields("frames width"))
-TRANSDUCER_CHOOSE = EntryPoint("transducer.wgsl", "choose", ("logits", "durations", "state", "ids"),
+TRANSDUCER_CHOOSE = EntryPoint(TRANSDUCER, "choose", ("logits", "durations", "state", "ids"),
                                _fields("frames n_tokens n_durations max_symbols capacity"))
-LSTM_CELL = EntryPoint("transducer.wgsl", "lstm_cell", ("gates", "cell_state", "c", "h"), _fields("hidden"))
+LSTM_CELL = EntryPoint(TRANSDUCER, "lstm_cell", ("gates", "cell_state", "c", "h"), _fields("hidden"))
 ADVANCE = EntryPoint("position.wgsl", "advance", ("counter",), _fields("by"))
 MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
 
