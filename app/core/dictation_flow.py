@@ -309,7 +309,7 @@ class DictationFlow(QObject):
         self._delivering = self._deliveries.popleft()
         text, pending = self._delivering
         previous = self.last_written.previous(pending.target)
-        self.delivery.deliver(join_to(previous, text), pending.target, pending.choices.delivery)
+        self.delivery.deliver(join_to(previous, text), pending.target, pending.choices.delivery, pending.choices.app)
 
     def _on_delivered(self, result: DeliveryResult) -> None:
         text, pending = self._delivering

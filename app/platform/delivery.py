@@ -77,15 +77,17 @@ class Delivery(QObject):
 
     # ---- delivery -----------------------------------------------------------------------------------
 
-    def deliver(self, text: str, target: str | None, method: str) -> None:
-        """Send ``text`` to ``target`` (None: whatever has focus) by ``method`` ("paste" or "type")."""
+    def deliver(self, text: str, target: str | None, method: str, app: str | None = None) -> None:
+        """Send ``text`` to ``target`` (None: whatever has focus) by ``method`` ("paste" or "type").
+        ``app``: the target's class where the caller read it already (``focus.focused_app`` at key-down),
+        so the way from key-up to text runs no xprop again; None reads it here."""
         if target is not None and focused_window() != target:
             self._finish(
                 DeliveryResult(False, "", "The window changed before the text was ready, so it was kept here.")
             )
             return
         wayland = display_server() == "wayland"
-        if method == "paste" and target is not None and window_class(target) in _TERMINALS:
+        if method == "paste" and target is not None and (window_class(target) if app is None else app) in _TERMINALS:
             method = "type"
         order = [method, "type" if method == "paste" else "paste"]
         for candidate in order:

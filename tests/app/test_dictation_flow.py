@@ -59,7 +59,7 @@ class Delivery(QObject):
     def capture_target(self):
         return "42"
 
-    def deliver(self, text, target, method):
+    def deliver(self, text, target, method, app=None):
         self.texts.append(text)
         self.done.emit(DeliveryResult(True, "type"))
 
