@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from sayso.app.core.text.vocabulary import parse_replacements
+from sayso.app.core.text.vocabulary import read_replacements_file
 from sayso.app.main import add_arguments
 from sayso.app.core.refusals import environment_error
 from sayso.engine.errors import SaysoError
@@ -77,12 +77,7 @@ def dictation_text(args):
 
 def _replacements_file(path: str):
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SaysoError(f"{path} is not UTF-8 text: save it as UTF-8, "
-                         "one 'spoken form -> written form' a line.") from None
-    try:
-        return parse_replacements(text)
+        return read_replacements_file(Path(path))[1]
     except ValueError as error:
         raise SaysoError(f"{path}: {error}") from None
 

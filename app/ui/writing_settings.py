@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from sayso.app.core.profiles import Profile
 from sayso.app.core.settings import Settings
 from sayso.app.core.text.cleanup import DEFAULT_PROMPT
-from sayso.app.core.text.vocabulary import format_replacements, parse_replacements
+from sayso.app.core.text.vocabulary import format_replacements, parse_replacements, read_replacements_file
 from sayso.app.ui.widgets import Card, label, select_data, settings_row
 
 TYPING_PAUSE_MS = 600  # a text field's change applies once the user pauses typing
@@ -104,9 +104,8 @@ class WritingCard(Card):
     def import_file(self, path: Path) -> None:
         """Read a replacements file into the list (a file that can't be read or parsed changes nothing)."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-            parse_replacements(text)
-        except (OSError, UnicodeDecodeError, ValueError) as error:
+            text, _ = read_replacements_file(path)
+        except (OSError, ValueError) as error:
             self.problem.setText(f"{Path(path).name} was not imported: {getattr(error, 'strerror', None) or error}")
             self.problem.show()
             return

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sayso.app.core.text.case import capitalise_first, starts_capitalised
 
@@ -35,6 +36,16 @@ class Replacement:
 
     spoken: str
     written: str
+
+
+def read_replacements_file(path: Path) -> tuple[str, tuple[Replacement, ...]]:
+    """A replacements file's text and its replacements. ValueError says what is wrong in the file (not
+    UTF-8, a bad line), for the caller to put after the file's name; OSError, that it can't be read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"not UTF-8 text: save it as UTF-8, one 'spoken form {ARROW} written form' a line.") from None
+    return text, parse_replacements(text)
 
 
 def parse_replacements(text: str) -> tuple[Replacement, ...]:
