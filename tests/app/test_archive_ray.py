@@ -1,0 +1,80 @@
+"""`sayso transcribe DIR -o OUTDIR --ray local`: a Ray worker that dies mid-file costs no file
+(``app.core.archive_ray``: Ray restarts the worker and runs again the files it held)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+from test_archive import finish, outputs, records, transcribe
+
+from conftest import AUDIO, JFK_WORDS, skip_or_fail, words
+
+WORKER_AT_WORK = b"ray::ArchiveWorker.transcribe"
+"""How a Ray worker process titles itself while it runs ``ArchiveWorker.transcribe``."""
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])  # the name may hold spaces and parentheses
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    try:
+        while pid > 1:
+            pid = _parent(pid)
+            if pid == ancestor:
+                return True
+    except (OSError, ValueError):  # a process that ended meanwhile
+        pass
+    return False
+
+
+def _worker_at_work(driver: int) -> int | None:
+    """A process of this command's Ray instance that is transcribing a file, if there is one."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                title = cmdline.read()
+        except OSError:
+            continue
+        if title.startswith(WORKER_AT_WORK) and _descends_from(int(name), driver):
+            return int(name)
+    return None
+
+
+def test_a_ray_worker_killed_mid_file_is_restarted_and_no_file_is_lost(tmp_path):
+    """Two CPU workers, six copies of a clip; the first worker seen at work is SIGKILLed (as when its
+    process or its node dies): every file is still transcribed, exactly once, and the run succeeds."""
+    if importlib.util.find_spec("ray") is None:
+        skip_or_fail("needs Ray: pip install -e '.[cluster]'")
+    folder, out = tmp_path / "archive", tmp_path / "out"
+    folder.mkdir()
+    clips = [folder / f"take{i}.wav" for i in range(6)]
+    for clip in clips:
+        shutil.copy(AUDIO / "jfk.wav", clip)
+
+    run = transcribe(folder, out, tmp_path / "data", "--ray", "local", "--ray-workers", "2")
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and run.poll() is None and time.monotonic() < deadline:
+        if (killed := _worker_at_work(run.pid)) is not None:
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    status, stderr = finish(run)
+    assert killed is not None, f"no worker was seen at work\n{stderr}"
+    assert not Path(f"/proc/{killed}").exists()
+    assert status == 0, stderr
+    assert "sayso: 6 transcribed, 0 skipped (done before), 0 failed" in stderr
+    done = Counter(r["input"]["path"] for r in records(out) if r["status"] == "done")
+    assert done == {str(clip.resolve()): 1 for clip in clips}, "a file transcribed twice, or never"
+    texts = outputs(out)
+    assert sorted(texts) == sorted(f"{clip.name}.txt" for clip in clips)
+    assert all(words(text) == JFK_WORDS for text in texts.values())
