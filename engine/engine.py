@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -48,6 +49,36 @@ class Cancelled(SaysoError):
 
     def __init__(self) -> None:
         super().__init__("Transcription cancelled.")
+
+
+@dataclass
+class _FileRun:
+    """One audio's transcription as its pieces are done: the segments so far, the language after them
+    (the next piece's), and how far in the pieces reach."""
+
+    language: str | None
+    total: float = 0.0  # seconds, by the header; 0 when it doesn't say
+    segments: list[Segment] = field(default_factory=list)
+    duration: float = 0.0
+
+    def add(self, found: list[Segment], language: str | None, offset: float, piece: np.ndarray,
+            progress: Progress | None) -> None:
+        self.segments.extend(found)
+        self.language = language
+        self.duration = offset + len(piece) / SAMPLE_RATE
+        if progress is not None and self.total > 0:
+            progress(min(1.0, self.duration / self.total))
+
+
+@dataclass
+class _Piece:
+    """A piece of a file in ``Engine.transcribe_many``'s order: ``pcm`` None marks the file's end, after
+    its last piece, and ``error`` a file that failed there."""
+
+    path: Path
+    offset: float = 0.0
+    pcm: np.ndarray | None = None
+    error: AudioError | None = None
 
 
 class Engine:
@@ -133,11 +164,8 @@ class Engine:
                         cancel: threading.Event | None = None) -> Transcript:
         """Transcribe an audio or video file, decoding it as a stream so long files stay in bounded memory."""
         self.check_options(language, task)
-        try:
-            total = audio.duration(path)
-        except AudioError:  # no length in its header: progress waits for the end, and a file that isn't
-            total = 0.0  # audio at all fails in the decoding, which says so better than "no length" would
-        return self._run(audio.stream_audio(path), total, language, task, prompt, progress, cancel, source=str(path))
+        return self._run(audio.stream_audio(path), _header_seconds(path), language, task, prompt, progress, cancel,
+                         source=str(path))
 
     def stream(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None,
                partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
@@ -173,17 +201,19 @@ class Engine:
 
     def transcribe_piece(self, piece: np.ndarray, offset: float, span: Span | None,
                          language: str | None, task: str, prompt: str | None,
-                         features=None, interrupt: threading.Event | None = None) -> tuple[list[Segment], str | None]:
+                         features=None, interrupt: threading.Event | None = None,
+                         encoded=None) -> tuple[list[Segment], str | None]:
         """Segments (in seconds from the start of the audio) of ``piece[span.start:span.end]``, one piece
         that starts ``offset`` seconds in, and the language after it; no time in them comes more than
         ``ONSET_MARGIN`` before the speech (a model may date its first words to its window's start).
         ``features``: the family's keeper of frontend frames for audio that starts at ``span.start``;
-        ``interrupt``: stops the work with ``errors.Interrupted`` once set. Each goes to the family only
-        if it takes it (``Transcriber.stream_hooks``)."""
+        ``interrupt``: stops the work with ``errors.Interrupted`` once set; ``encoded``: the piece's
+        first window encoded already (``transcribe_many``). Each goes to the family only if it takes it
+        (``Transcriber.stream_hooks``)."""
         if span is None:
             return [], language
         start, end, speech = span
-        given = {"features": features, "interrupt": interrupt}
+        given = {"features": features, "interrupt": interrupt, "encoded": encoded}
         hooks = self.transcriber.stream_hooks
         extra = {name: value for name, value in given.items() if value is not None and name in hooks}
         ops = self.ops
@@ -193,7 +223,7 @@ class Engine:
                                                                  language=language, task=task, prompt=prompt, **extra)
         except GpuError as error:
             self._move_to_cpu(ops, error)
-            # Again on the CPU, without the features kept on the GPU; an interrupt still applies.
+            # Again on the CPU, without the features or the window kept on the GPU; an interrupt still applies.
             return self.transcribe_piece(piece, offset, span, language, task, prompt, None, interrupt)
         except NonFiniteOutput as error:
             raise ModelFileError(self.model_file.path, f"is damaged: from finite audio, the model's {error.what} "
@@ -224,20 +254,115 @@ class Engine:
 
     def _run(self, chunks: Iterable[np.ndarray], total: float, language, task, prompt, progress, cancel,
              source: str = "the audio") -> Transcript:
-        segments: list[Segment] = []
-        duration = 0.0
-        window = self.transcriber.window_seconds
-        for offset, piece in pieces((audio.sanitized(chunk, source) for chunk in chunks), max_seconds=window):
+        run = _FileRun(language, total)
+        for offset, piece in self._pieces(chunks, source):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            found, language = self.transcribe_piece(piece, offset, self.speech_span(piece), language, task, prompt)
-            segments.extend(found)
-            duration = offset + len(piece) / SAMPLE_RATE
-            if progress is not None and total > 0:
-                progress(min(1.0, duration / total))
+            found, language = self.transcribe_piece(piece, offset, self.speech_span(piece), run.language, task, prompt)
+            run.add(found, language, offset, piece, progress)
         if progress is not None:
             progress(1.0)
-        return self.make_transcript(segments, language, duration)
+        return self.make_transcript(run.segments, run.language, run.duration)
+
+    def _pieces(self, chunks: Iterable[np.ndarray], source: str) -> Iterator[tuple[float, np.ndarray]]:
+        """(offset in seconds, samples) of the pieces of audio the model takes one window at a time."""
+        window = self.transcriber.window_seconds
+        return pieces((audio.sanitized(chunk, source) for chunk in chunks), max_seconds=window)
+
+    def transcribe_many(self, paths: Iterable[str | Path], language: str | None = None, task: str = "transcribe",
+                        prompt: str | None = None, batch: int | None = None,
+                        progress: Callable[[Path, float], None] | None = None,
+                        cancel: threading.Event | None = None) -> Iterator[tuple[Path, Transcript | AudioError]]:
+        """Transcribe audio or video files, yielding for each in order, as soon as it is done, its
+        transcript (``transcribe_file``'s, to the letter) or the ``AudioError`` that made it fail (not
+        audio, damaged, empty). ``progress(path, fraction)`` as a file's pieces are done.
+
+        ``batch``: windows the encoder takes in one pass, from the next pieces of audio, of one file or
+        of several (default: the backend's ``Ops.encoder_batch``); a family that encodes one window at
+        a time, or a batch of 1, transcribes the files one after the other. A piece's first window is
+        encoded with the batch, any window after a seek inside it alone, and every window is decoded
+        in the file's order, so that a piece's language is the one before it, as file by file.
+        """
+        self.check_options(language, task)
+        batch = batch or self.ops.encoder_batch
+        if batch <= 1 or "encoded" not in self.transcriber.stream_hooks:
+            for path in map(Path, paths):
+                report = partial(progress, path) if progress else None
+                try:
+                    yield path, self.transcribe_file(path, language, task, prompt, report, cancel)
+                except AudioError as error:
+                    yield path, error
+            return
+        queue = self._pieces_of(map(Path, paths))
+        runs: dict[Path, _FileRun] = {}
+        while group := self._next_batch(queue, batch, cancel):
+            spans = [self.speech_span(item.pcm) if item.pcm is not None else None for item in group]
+            encoded = self._encode_windows([item.pcm[span.start:span.end] for item, span in zip(group, spans) if span])
+            for item, span in zip(group, spans):
+                run = runs.get(item.path)
+                if run is None:
+                    run = runs[item.path] = _FileRun(language, _header_seconds(item.path))
+                report = partial(progress, item.path) if progress else None
+                if item.pcm is not None:
+                    window = encoded.pop(0) if span else None
+                    found, found_language = self.transcribe_piece(item.pcm, item.offset, span, run.language, task,
+                                                                  prompt, encoded=window)
+                    run.add(found, found_language, item.offset, item.pcm, report)
+                    continue
+                del runs[item.path]
+                if item.error is not None:
+                    yield item.path, item.error
+                    continue
+                if report is not None:
+                    report(1.0)
+                yield item.path, self.make_transcript(run.segments, run.language, run.duration)
+
+    def _pieces_of(self, paths: Iterable[Path]) -> Iterator[_Piece]:
+        """The pieces of every file, one file after the other, each file's closed by its end or its error."""
+        for path in paths:
+            try:
+                for offset, pcm in self._pieces(audio.stream_audio(path), str(path)):
+                    yield _Piece(path, offset, pcm)
+            except AudioError as error:
+                yield _Piece(path, error=error)
+            else:
+                yield _Piece(path)
+
+    @staticmethod
+    def _next_batch(queue: Iterator[_Piece], batch: int, cancel: threading.Event | None) -> list[_Piece]:
+        """The next items of ``queue`` up to and with its ``batch``-th piece of audio (ends between them)."""
+        group: list[_Piece] = []
+        count = 0
+        for item in queue:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            group.append(item)
+            count += item.pcm is not None
+            if count == batch:
+                break
+        return group
+
+    def _encode_windows(self, pcms: list[np.ndarray]) -> list:
+        """The first window of each of ``pcms`` encoded in one pass, or Nones (each then encoded on its own
+        by ``transcribe_piece``) when there is one or the GPU failed (the model is then on the CPU)."""
+        if len(pcms) <= 1:
+            return [None] * len(pcms)
+        ops = self.ops
+        try:
+            with self.lock, ops.errors("transcribing"), self._host_work():
+                return self.transcriber.encode_windows(pcms)
+        except GpuError as error:
+            self._move_to_cpu(ops, error)
+            return [None] * len(pcms)
 
     def close(self) -> None:
         self.ops.close()
+
+
+def _header_seconds(path: Path) -> float:
+    """The file's length by its header, 0 when it doesn't say: progress then waits for the end, and a
+    file that isn't audio at all fails in the decoding, which says so better than "no length" would."""
+    try:
+        return audio.duration(path)
+    except AudioError:
+        return 0.0

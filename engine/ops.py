@@ -147,6 +147,11 @@ class Ops(abc.ABC):
     where a step on the host would wait on a read-back) rather than on the host
     (``engine.conformer.heads``: the step's few products are quicker than a dispatch there)."""
 
+    encoder_batch: int = 1
+    """Windows an encoder takes in one pass when there are several to do (an archive's files,
+    ``engine.engine.Engine.transcribe_many``): its products then have the rows of all of them. 1
+    where more rows make no product faster (the CPU: docs/PERFORMANCE.md)."""
+
     search_steps_per_read: int = 1
     """Steps of a transducer's greedy search (``engine.conformer.search``) to record between read-backs
     of its state: on a GPU enough that a round trip is rare; the steps recorded past the end change
@@ -286,12 +291,14 @@ class Ops(abc.ABC):
     # ---- convolution ------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def im2col(self, x: Tensor, kernel: int, stride: int, pad: int) -> Tensor:
+    def im2col(self, x: Tensor, kernel: int, stride: int, pad: int, batch: int = 1) -> Tensor:
         """Unfold x: [T, C] for a conv1d computed as a GEMM.
 
         Returns [T_out, C*kernel] with column ``c*kernel + j`` = ``x[t*stride + j - pad, c]`` (zero
         outside), T_out = (T + 2*pad - kernel) // stride + 1. The column order matches a conv weight
         [C_out, C, kernel] flattened to [C_out, C*kernel], so ``gemm(im2col(x), w)`` is the conv.
+        ``batch``: x is that many sequences of T/batch rows one after the other, each unfolded on its
+        own (zero outside it), giving [batch*T_out, C*kernel]: one GEMM convolves them all.
         """
 
     @abc.abstractmethod
@@ -329,6 +336,7 @@ class Ops(abc.ABC):
         causal: bool = False,
         scale: float | None = None,
         rel: Tensor | None = None,
+        batch: int = 1,
     ) -> Tensor:
         """Multi-head attention over whole sequences (encoders, prompt prefill), flash style.
 
@@ -336,6 +344,9 @@ class Ops(abc.ABC):
         ``causal``: query i sees keys j <= i + (Tk - Tq). ``rel`` (Transformer-XL relative
         positions, already shifted into place by index): [H, Tq, Tq + Tk - 1] float32, added to the
         scaled score as ``rel[h, i, (Tq - 1) + j - i]``; its values are expected pre-scaled.
+        ``batch``: q, k and v are that many sequences one after the other (Tq/batch and Tk/batch
+        rows each), each attending to its own keys only: the windows of a batched encoder pass.
+        Neither ``causal`` nor ``rel`` is taken with it.
         """
 
     @abc.abstractmethod
@@ -403,6 +414,11 @@ class Ops(abc.ABC):
         """Columns ``start .. stop`` of x [T, N] without a copy: the q, k and v of one stacked
         projection (``engine.layers.stacked_linear``). ``kv_pack`` and ``attend`` read them in place,
         and ``read``/``read_later`` those of a tensor of one row; on the GPU no other method takes them."""
+
+    @abc.abstractmethod
+    def rows(self, x: Tensor, start: int, stop: int) -> Tensor:
+        """Rows ``start .. stop`` of x [T, N] without a copy: one window's encoder states out of a
+        batched pass. ``kv_pack`` reads them in place; on the GPU no other method takes them."""
 
     @abc.abstractmethod
     def kv_pack(self, cache: KVCache, k: Tensor, v: Tensor, pos0: int | Position) -> None:

@@ -2,7 +2,8 @@
 // multiple of 4 up to 64 (engine/gpu/ops/attention.py picks it; attention.wgsl does the rest).
 //
 // q: [Tq, H*dh], k and v: [Tk, H*dh], out: [Tq, H*dh], read as vec4 (dh % 4 == 0 keeps every quad
-// aligned). One workgroup of 16 x 16 threads per (head, block of 32 query rows); it walks the keys
+// aligned), for each of ``batch`` sequences one after the other in the buffers (a batched encoder
+// pass: each window attends to its own keys). One workgroup of 16 x 16 threads per (head, block of 32 query rows); it walks the keys
 // in blocks of BK = 32 staged in workgroup memory with a running softmax per row, as attention.wgsl
 // does. What differs is the work per thread: thread (ty, tx) scores rows ty and ty + 16 against
 // keys tx and tx + 16, so each vec4 read from workgroup memory feeds 4 multiply-adds instead of 2;
@@ -28,7 +29,8 @@ struct Params {
     tk: u32,
     heads: u32,
     scale: f32,
-    groups: u32, // heads * ceil(tq / 32): the grid may hold more workgroups than that
+    groups: u32, // batch * heads * ceil(tq / 32): the grid may hold more workgroups than that
+    batch: u32, // sequences of tq queries and tk keys each
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -52,16 +54,20 @@ fn main(
     if (group >= p.groups) {
         return; // the grid's last row may be partly empty; uniform for the whole workgroup
     }
-    let h = group % p.heads;
-    let q0 = (group / p.heads) * 16u * ROWS;
+    let per_sequence = p.groups / p.batch;
+    let local = group % per_sequence;
+    let h = local % p.heads;
+    let q0 = (local / p.heads) * 16u * ROWS;
     let row_quads = p.heads * QUADS; // quads per row of q, k, v, out
-    let head_quad = h * QUADS;
+    let sequence = group / per_sequence;
+    let q_base = sequence * p.tq * row_quads + h * QUADS; // the sequence's row 0, this head
+    let k_base = sequence * p.tk * row_quads + h * QUADS;
     let tx = tid % 16u;
     let ty = tid / 16u;
 
     for (var e = tid; e < 16u * ROWS * QUADS; e += THREADS) {
         let row = q0 + e / QUADS;
-        q_tile[e] = select(vec4<f32>(0.0), q[min(row, p.tq - 1u) * row_quads + head_quad + e % QUADS], row < p.tq);
+        q_tile[e] = select(vec4<f32>(0.0), q[q_base + min(row, p.tq - 1u) * row_quads + e % QUADS], row < p.tq);
     }
 
     var m: array<f32, ROWS>;
@@ -77,8 +83,8 @@ fn main(
             let j = e / QUADS;
             let c = e % QUADS;
             let key = min(kb + j, p.tk - 1u); // a key past Tk is staged as the last one and masked below
-            k_tile[j * K_STRIDE + c] = k[key * row_quads + head_quad + c];
-            v_tile[e] = v[key * row_quads + head_quad + c];
+            k_tile[j * K_STRIDE + c] = k[k_base + key * row_quads + c];
+            v_tile[e] = v[k_base + key * row_quads + c];
         }
         workgroupBarrier();
 
@@ -129,7 +135,7 @@ fn main(
         for (var a = 0u; a < ROWS; a++) {
             let row = q0 + ty + 16u * a;
             if (row < p.tq) {
-                out[row * row_quads + head_quad + tx] = acc[a] / l[a];
+                out[q_base + row * row_quads + tx] = acc[a] / l[a];
             }
         }
     }

@@ -9,9 +9,9 @@ fn element(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * WG + lid;
 }
 
-// ---- im2col: x at 1, out [t_out, C*kernel] at 2 -------------------------------------------------
+// ---- im2col: x [batch*t, C] at 1, out [batch*t_out, C*kernel] at 2: each sequence of t rows on its own
 
-struct UnfoldParams { t: u32, c: u32, kernel: u32, stride: u32, pad: u32, t_out: u32 }
+struct UnfoldParams { t: u32, c: u32, kernel: u32, stride: u32, pad: u32, t_out: u32, batch: u32 }
 @group(0) @binding(0) var<uniform> up: UnfoldParams;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> unfolded: array<f32>;
@@ -21,12 +21,13 @@ fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
           @builtin(local_invocation_index) lid: u32) {
     let i = element(wid, nwg, lid);
     let width = up.c * up.kernel;
-    if (i >= up.t_out * width) { return; }
+    if (i >= up.batch * up.t_out * width) { return; }
     let col = i % width;  // c*kernel + j, the order of a conv weight [C_out, C, kernel] flattened
-    let src = i32((i / width) * up.stride + col % up.kernel) - i32(up.pad);
+    let row = i / width;
+    let src = i32((row % up.t_out) * up.stride + col % up.kernel) - i32(up.pad);
     var value = 0.0;
     if (src >= 0 && src < i32(up.t)) {
-        value = x[u32(src) * up.c + col / up.kernel];
+        value = x[((row / up.t_out) * up.t + u32(src)) * up.c + col / up.kernel];
     }
     unfolded[i] = value;
 }

@@ -434,11 +434,12 @@ class NumpyOps(Backend):
 
     # ---- convolution ------------------------------------------------------------------------------
 
-    def im2col(self, x, kernel, stride, pad):
-        padded = np.pad(x, ((pad, pad), (0, 0)))
-        windows = np.lib.stride_tricks.sliding_window_view(padded, kernel, axis=0)  # [T', C, kernel]
-        windows = windows[::stride]
-        return np.ascontiguousarray(windows).reshape(windows.shape[0], -1)  # column c*kernel + j
+    def im2col(self, x, kernel, stride, pad, batch=1):
+        sequences = x.reshape(batch, -1, x.shape[1])
+        padded = np.pad(sequences, ((0, 0), (pad, pad), (0, 0)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, kernel, axis=1)  # [B, T', C, kernel]
+        windows = windows[:, ::stride]
+        return np.ascontiguousarray(windows).reshape(batch * windows.shape[1], -1)  # column c*kernel + j
 
     def depthwise_conv(self, x, w, b, pad_left):
         t = x.shape[0]
@@ -468,7 +469,14 @@ class NumpyOps(Backend):
 
     # ---- attention --------------------------------------------------------------------------------
 
-    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None):
+    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None, batch=1):
+        if batch > 1:
+            if causal or rel is not None:
+                raise ValueError("a batch of sequences attends without causal or rel")
+            tq, tk = q.shape[0] // batch, k.shape[0] // batch
+            return np.concatenate([self.attention(q[b * tq:(b + 1) * tq], k[b * tk:(b + 1) * tk],
+                                                  v[b * tk:(b + 1) * tk], n_heads, scale=scale)
+                                   for b in range(batch)])
         tq, tk = q.shape[0], k.shape[0]
         if self.fast and not causal and rel is None and tq and tk:  # an encoder's: ONNX Runtime's kernel
             run = self._attention_session(n_heads, scale).run
@@ -592,6 +600,9 @@ class NumpyOps(Backend):
 
     def columns(self, x, start, stop):
         return x[:, start:stop]
+
+    def rows(self, x, start, stop):
+        return x[start:stop]
 
     def kv_pack(self, cache, k, v, pos0):
         pos0 = position_value(pos0)

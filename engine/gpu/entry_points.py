@@ -77,12 +77,12 @@ ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "rel", "out"),
 REL_SCORES = EntryPoint("attention.wgsl", "rel_scores", ("q", "positions", "rel_bias", "rel_out"),
                         _fields("t heads head_dim r"))
 ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),
-                             _fields("tq tk heads") + (("scale", "f32"), ("groups", "u32")))
+                             _fields("tq tk heads") + (("scale", "f32"),) + _fields("groups batch"))
 KV_PACK = EntryPoint("kv_cache.wgsl", "pack", ("pack_k", "pack_v", "cache", "at"), CACHE)
 KV_ATTEND = EntryPoint("kv_cache.wgsl", "attend", ("pack_k", "pack_v", "cache", "at", "attend_q", "attend_partials"),
                        CACHE)
 KV_COMBINE = EntryPoint("kv_cache.wgsl", "combine", ("combine_partials", "combine_out"), CACHE)
-IM2COL = EntryPoint("conv.wgsl", "im2col", ("x", "unfolded"), _fields("t c kernel stride pad t_out"))
+IM2COL = EntryPoint("conv.wgsl", "im2col", ("x", "unfolded"), _fields("t c kernel stride pad t_out batch"))
 DEPTHWISE_CONV = EntryPoint("conv.wgsl", "depthwise_conv", ("x", "taps", "bias", "conv_out"), _fields("t c k pad_left"))
 IMAGE = _fields("h w c h_out w_out") + (("scale", "f32"),)
 IM2COL_3X3_S2 = EntryPoint("conv.wgsl", "im2col_3x3_s2", ("x", "flat"), IMAGE)

@@ -111,16 +111,18 @@ class GpuTensor:
 
 @dataclass(frozen=True)
 class GpuColumns:
-    """Columns ``start .. start+width`` of a tensor [T, N] (``Ops.columns``), left in place: the
-    kernels that take one (kv_pack, attend) get the first float and the row stride N as parameters."""
+    """Columns ``start .. start+width`` of a tensor [T, N] (``Ops.columns``), or ``height`` of its rows
+    from the one ``start`` begins (``Ops.rows``: ``start`` a multiple of N), left in place: the kernels
+    that take one (kv_pack, attend) get the first float and the row stride N as parameters."""
 
     tensor: GpuTensor
     start: int
     width: int
+    height: int | None = None  # None: every row
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.tensor.shape[0], self.width)
+        return (self.tensor.shape[0] if self.height is None else self.height, self.width)
 
     @property
     def buffer(self) -> wgpu.GPUBuffer:

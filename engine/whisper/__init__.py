@@ -9,7 +9,7 @@ from sayso.engine.ops import Backend
 from sayso.engine.transcript import Segment
 from sayso.engine.whisper.decode import WINDOW_SECONDS, transcribe_window
 from sayso.engine.whisper.frontend import BackendLogMel, LogMel
-from sayso.engine.whisper.model import WhisperModel
+from sayso.engine.whisper.model import EncoderOutput, WhisperModel
 from sayso.engine.whisper.tokenizer import Tokenizer
 
 SAMPLE_RATE = 16000
@@ -19,7 +19,7 @@ class WhisperTranscriber:
     """Transcribes pieces of up to 30 s; the engine cuts longer audio into such pieces."""
 
     window_seconds = WINDOW_SECONDS
-    stream_hooks = frozenset({"features"})
+    stream_hooks = frozenset({"features", "encoded"})
 
     def __init__(self, model_file: ModelFile, ops: Backend):
         self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
@@ -42,15 +42,23 @@ class WhisperTranscriber:
         computes the features itself keeps none: every call gets its one ``BackendLogMel``."""
         return self.backend_features if self.backend_features is not None else LogMel(self.filterbank, self.window)
 
+    def encode_windows(self, pieces: list[np.ndarray]) -> list[EncoderOutput]:
+        """The first window of each piece (its first 30 s) encoded in one pass (``WhisperModel.encode_many``),
+        each what ``transcribe(piece, ..., encoded=)`` takes for it."""
+        n_frames = 2 * self.model.config.n_audio_ctx
+        return self.model.encode_many([self.features()(pcm, n_frames=n_frames) for pcm in pieces])
+
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
-                   features: LogMel | BackendLogMel | None = None) -> tuple[list[Segment], str]:
+                   features: LogMel | BackendLogMel | None = None,
+                   encoded: EncoderOutput | None = None) -> tuple[list[Segment], str]:
         """Segments of one piece (at most 30 s), in seconds from the start of the file.
 
         When the decoder stops mid-sentence (its last segment has no closing timestamp), the rest
         of the piece is decoded again from that segment's start, as OpenAI's ``transcribe`` seeks.
         ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``; it serves the
-        first window (a window after a seek starts a new grid of frames).
+        first window (a window after a seek starts a new grid of frames). ``encoded``: the first window
+        already encoded (``encode_windows``), which it then is not again.
         """
         if not self.multilingual:
             language = "en"
@@ -58,8 +66,11 @@ class WhisperTranscriber:
         start = 0
         while len(pcm) - start >= SAMPLE_RATE // 10:  # less than 0.1 s of audio holds no word
             rest = pcm[start:]
-            frontend = features if features is not None and start == 0 else self.features()
-            mel = frontend(rest, n_frames=2 * self.model.config.n_audio_ctx)
+            if encoded is not None and start == 0:
+                mel = encoded
+            else:
+                frontend = features if features is not None and start == 0 else self.features()
+                mel = frontend(rest, n_frames=2 * self.model.config.n_audio_ctx)
             begin = offset + start / SAMPLE_RATE
             found, language, resume = transcribe_window(
                 self.model, self.tokenizer, mel, language=language, task=task, prompt=prompt,

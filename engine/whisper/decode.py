@@ -38,7 +38,7 @@ import numpy as np
 from sayso.engine.errors import NonFiniteOutput
 from sayso.engine.ops import WhisperRules
 from sayso.engine.transcript import Segment, Token
-from sayso.engine.whisper.model import DecoderState, WhisperConfig, WhisperModel
+from sayso.engine.whisper.model import DecoderState, EncoderOutput, WhisperConfig, WhisperModel
 from sayso.engine.whisper.tokenizer import TIMESTAMP_SECONDS, Tokenizer
 
 SAMPLE_LEN = 224  # most tokens sampled per window: n_text_ctx // 2, as OpenAI
@@ -248,7 +248,7 @@ def sample_greedy(
 def transcribe_window(
     model: WhisperModel,
     tokenizer: Tokenizer,
-    mel: np.ndarray,
+    mel: np.ndarray | EncoderOutput,
     language: str | None = None,
     task: str = "transcribe",
     prompt: str | list[int] | None = None,
@@ -256,7 +256,8 @@ def transcribe_window(
     duration: float = WINDOW_SECONDS,
     timestamps: bool = True,
 ) -> tuple[list[Segment], str, float | None]:
-    """Transcribe one window: mel [n_mels, 3000], log-mel of 30 s of audio starting at ``offset`` s.
+    """Transcribe one window: mel [n_mels, 3000], log-mel of 30 s of audio starting at ``offset`` s, or
+    the window already encoded (``WhisperModel.encode_many``).
 
     ``prompt``: text (or token ids, e.g. the previous window's) to condition on. ``duration``: seconds of
     real audio in the window, the end of a segment that has no closing timestamp.
@@ -267,7 +268,7 @@ def transcribe_window(
     """
     if isinstance(prompt, str):  # OpenAI's initial_prompt: the text with one leading space
         prompt = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else None
-    encoded = model.encode(mel)
+    encoded = mel if isinstance(mel, EncoderOutput) else model.encode(mel)
     result = decode_window(model, tokenizer, encoded, language, task, prompt, timestamps)
     if prompt and not plausible(tokenizer, result):
         log.warning("The text decoded with the prompt failed the quality checks; this window is decoded without it.")

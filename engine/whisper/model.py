@@ -127,6 +127,7 @@ class WhisperModel:
         # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
         self._spare_cross_caches: list[list[KVCache]] = []
         self._spare_self_caches: list[list[KVCache]] = []
+        self._batch_positions: dict[int, Tensor] = {1: self.enc_positions}
 
     # ---- building blocks ----------------------------------------------------------------------------
 
@@ -148,30 +149,65 @@ class WhisperModel:
     def encode(self, mel: np.ndarray | Tensor) -> EncoderOutput:
         """Encode one 30 s window. mel: float32 [n_mels, 2*n_audio_ctx] (``frontend.log_mel``), or the
         backend's tensor [2*n_audio_ctx, n_mels] (``frontend.BackendLogMel``)."""
-        ops, c = self.ops, self.config
+        c = self.config
         on_backend = not isinstance(mel, np.ndarray)
         shape = (2 * c.n_audio_ctx, c.n_mels) if on_backend else (c.n_mels, 2 * c.n_audio_ctx)
         if tuple(mel.shape) != shape:
             raise ValueError(f"the encoder takes a log-mel of shape {shape}, got {tuple(mel.shape)}; "
                              "pad or trim the audio to 30 s first")
-        x = mel if on_backend else ops.tensor(np.ascontiguousarray(mel.T))  # time-major [3000, n_mels]
-        x = ops.gemm(ops.im2col(x, CONV_KERNEL, 1, 1), self.conv0.weight, self.conv0.bias, act="gelu")
-        x = ops.gemm(ops.im2col(x, CONV_KERNEL, 2, 1), self.conv1.weight, self.conv1.bias, act="gelu")
-        x = ops.add(x, self.enc_positions)  # [1500, d]
+        x = mel if on_backend else self.ops.tensor(np.ascontiguousarray(mel.T))  # time-major [3000, n_mels]
+        return self._encode(x, 1)[0]
+
+    def encode_many(self, mels: list[np.ndarray | Tensor]) -> list[EncoderOutput]:
+        """Encode several 30 s windows in one pass, each mel as ``encode`` takes it: the products take the
+        rows of every window at once, the convolutions and attention keep to each window's own, so each
+        output is the one ``encode`` gives for that window. A backend's features are read back to be
+        joined (about 1 MB a window, little beside the pass)."""
+        c = self.config
+        frames = [np.ascontiguousarray(mel.T) if isinstance(mel, np.ndarray) else self.ops.read(mel) for mel in mels]
+        for mel in frames:
+            if mel.shape != (2 * c.n_audio_ctx, c.n_mels):
+                raise ValueError(f"the encoder takes log-mels of {2 * c.n_audio_ctx} frames of {c.n_mels}, "
+                                 f"got {mel.shape}")
+        if not frames:
+            return []
+        return self._encode(self.ops.tensor(np.concatenate(frames)), len(frames))  # time-major [B*3000, n_mels]
+
+    def _encode(self, x: Tensor, batch: int) -> list[EncoderOutput]:
+        """The encoder on ``batch`` windows' log-mels one after the other, x: [batch*2*n_audio_ctx, n_mels]."""
+        ops, c = self.ops, self.config
+        x = ops.gemm(ops.im2col(x, CONV_KERNEL, 1, 1, batch), self.conv0.weight, self.conv0.bias, act="gelu")
+        x = ops.gemm(ops.im2col(x, CONV_KERNEL, 2, 1, batch), self.conv1.weight, self.conv1.bias, act="gelu")
+        x = ops.add(x, self._positions(batch))  # [batch*1500, d]
         for block in self.enc_blocks:
             h = self._layer_norm(x, block.norm_attn)
             attn = block.attn
             q, k, v = self._apply(h, attn.q), self._apply(h, attn.k), self._apply(h, attn.v)
-            x = self._apply(ops.attention(q, k, v, c.n_audio_head), attn.out, residual=x)
+            x = self._apply(ops.attention(q, k, v, c.n_audio_head, batch=batch), attn.out, residual=x)
             x = self._ffn(x, block.norm_ffn, block.fc1, block.fc2)
         states = self._layer_norm(x, self.enc_final_norm)
-        caches = self._caches(self._spare_cross_caches, c.n_audio_ctx)
-        for block, cache in zip(self.dec_blocks, caches):
+        windows = [self._caches(self._spare_cross_caches, c.n_audio_ctx) for _ in range(batch)]
+        for layer, block in enumerate(self.dec_blocks):
             attn = block.cross_attn
-            ops.kv_pack(cache, self._apply(states, attn.k), self._apply(states, attn.v), 0)
-        output = EncoderOutput(states, caches)
-        weakref.finalize(output, self._spare_cross_caches.append, caches)
-        return output
+            keys, values = self._apply(states, attn.k), self._apply(states, attn.v)
+            for b, caches in enumerate(windows):
+                window = slice(b * c.n_audio_ctx, (b + 1) * c.n_audio_ctx)
+                ops.kv_pack(caches[layer], ops.rows(keys, window.start, window.stop),
+                            ops.rows(values, window.start, window.stop), 0)
+        outputs = []
+        for b, caches in enumerate(windows):
+            output = EncoderOutput(states if batch == 1 else ops.rows(states, b * c.n_audio_ctx,
+                                                                      (b + 1) * c.n_audio_ctx), caches)
+            weakref.finalize(output, self._spare_cross_caches.append, caches)
+            outputs.append(output)
+        return outputs
+
+    def _positions(self, batch: int) -> Tensor:
+        """The positional table [n_audio_ctx, d] repeated for ``batch`` windows, made once per batch size."""
+        if batch not in self._batch_positions:
+            table = self.ops.read(self.enc_positions)
+            self._batch_positions[batch] = self.ops.tensor(np.tile(table, (batch, 1)))
+        return self._batch_positions[batch]
 
     def _caches(self, spare: list[list[KVCache]], capacity: int) -> list[KVCache]:
         """A KV cache per decoder layer for ``capacity`` positions: a spare set if there is one (its

@@ -123,24 +123,28 @@ class AttentionOps(GpuOpsBase):
                  grid(-(-out.size // 256)))
         return out
 
-    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None) -> GpuTensor:
+    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None, batch=1) -> GpuTensor:
         dh = _check_heads("q", q, n_heads)
         for name, x in (("k", k), ("v", v)):
             _check_heads(name, x, n_heads, dh)
         if k.shape != v.shape:
             raise ValueError(f"k {k.shape} and v {v.shape} differ")
-        tq, tk = q.shape[0], k.shape[0]
+        tq, tk = q.shape[0] // batch, k.shape[0] // batch
         if rel is not None and rel.shape != (n_heads, tq, tq + tk - 1):
             raise ValueError(f"rel must be [{n_heads}, {tq}, {tq + tk - 1}], got {rel.shape}")
         out = self.empty(q.shape)
         if tq == 0:
             return out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
-        if not causal and rel is None and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh):
-            groups = n_heads * -(-tq // TILED_ROWS)  # an encoder's attention: the register-tiled kernel
-            self.run(ATTENTION_TILED, [q, k, v, out], [tq, tk, n_heads, float(scale), groups], grid(groups),
+        tiled = not causal and rel is None and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh)
+        if tiled:  # an encoder's attention: the register-tiled kernel, every sequence of a batch in one dispatch
+            groups = batch * n_heads * -(-tq // TILED_ROWS)
+            self.run(ATTENTION_TILED, [q, k, v, out], [tq, tk, n_heads, float(scale), groups, batch], grid(groups),
                      HEAD_DIM=dh)
             return out
+        if batch != 1:
+            raise ValueError("a batch of sequences takes the tiled kernel: no causal mask or rel, head_dim a "
+                             f"multiple of 4 up to {TILED_MAX_HEAD_DIM}, tiles within the workgroup memory")
         groups = n_heads * -(-tq // Q_ROWS)
         self.run(
             ATTENTION,
@@ -167,6 +171,11 @@ class AttentionOps(GpuOpsBase):
         if len(x.shape) != 2 or not 0 <= start <= stop <= x.shape[1]:
             raise ValueError(f"columns {start}..{stop} are not within a tensor of shape {x.shape}")
         return GpuColumns(x, start, stop - start)
+
+    def rows(self, x: GpuTensor, start: int, stop: int) -> GpuColumns:
+        if len(x.shape) != 2 or not 0 <= start <= stop <= x.shape[0]:
+            raise ValueError(f"rows {start}..{stop} are not within a tensor of shape {x.shape}")
+        return GpuColumns(x, start * x.shape[1], x.shape[1], stop - start)
 
     def kv_pack(self, cache: KvCache, k, v, pos0) -> None:
         _check_heads("k", k, cache.n_heads, cache.head_dim)

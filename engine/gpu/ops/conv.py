@@ -25,16 +25,19 @@ def _elements(n: int) -> tuple[int, int, int]:
 class ConvOps(GpuOpsBase):
     """im2col for GEMM-based conv1d, depthwise conv1d, and their 3x3 stride-2 conv2d counterparts."""
 
-    def im2col(self, x: GpuTensor, kernel: int, stride: int, pad: int) -> GpuTensor:
+    def im2col(self, x: GpuTensor, kernel: int, stride: int, pad: int, batch: int = 1) -> GpuTensor:
         """x: [T, C] -> [T_out, C*kernel], column ``c*kernel + j`` = ``x[t*stride + j - pad, c]`` (zero
         outside), T_out = (T + 2*pad - kernel) // stride + 1: the rows a conv weight [C_out, C, kernel]
-        flattened to [C_out, C*kernel] multiplies."""
-        t, c = x.shape
-        if kernel <= 0 or stride <= 0 or pad < 0:
-            raise ValueError(f"im2col: kernel {kernel} and stride {stride} must be positive, pad {pad} not negative")
+        flattened to [C_out, C*kernel] multiplies. With ``batch``, x is that many sequences of T/batch
+        rows, each unfolded on its own into its T_out rows: one GEMM then convolves every window."""
+        rows, c = x.shape
+        if kernel <= 0 or stride <= 0 or pad < 0 or batch <= 0 or rows % batch:
+            raise ValueError(f"im2col: kernel {kernel} and stride {stride} must be positive, pad {pad} not negative, "
+                             f"and {rows} rows {batch} sequences of equal length")
+        t = rows // batch
         t_out = max(0, (t + 2 * pad - kernel) // stride + 1)
-        out = self.empty((t_out, c * kernel))
-        self.run(IM2COL, [x, out], [t, c, kernel, stride, pad, t_out], _elements(t_out * c * kernel))
+        out = self.empty((batch * t_out, c * kernel))
+        self.run(IM2COL, [x, out], [t, c, kernel, stride, pad, t_out, batch], _elements(out.size))
         return out
 
     def depthwise_conv(self, x: GpuTensor, w: GpuTensor, b: GpuTensor | None, pad_left: int) -> GpuTensor:

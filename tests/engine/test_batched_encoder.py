@@ -1,0 +1,64 @@
+"""Windows of several files encoded in one pass (``Engine.transcribe_many``, ``WhisperModel.encode_many``)
+give each file the transcript it gets alone, on the numpy backend; the GPU's are in
+tests/gpu/test_whisper_gpu.py."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+
+from sayso.engine.audio import load_audio, save_wav
+from sayso.engine.cpu.ops import NumpyOps
+from sayso.engine.engine import Engine
+from sayso.engine.errors import AudioError
+
+CLIPS = ("jfk.wav", "beckett.wav", "two_cities.wav")  # two_cities: 44 s, two pieces
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(TINY_EN_GGUF, device="cpu")
+
+
+def folder_of_clips(folder):
+    """The clips, and a file that isn't audio between them: the paths in the order given."""
+    folder.mkdir()
+    paths = [shutil.copy(AUDIO / clip, folder / clip) for clip in CLIPS]
+    broken = folder / "broken.wav"
+    broken.write_bytes(b"RIFF and nothing of a wave")
+    return [paths[0], broken, *paths[1:]]
+
+
+@needs_clips(*CLIPS)
+@pytest.mark.parametrize("batch", [3, 4])
+def test_batched_windows_give_every_file_its_own_transcript(engine, tmp_path, batch):
+    """Batches of 3 split two_cities' pieces between two passes; of 4 take every piece in one."""
+    paths = folder_of_clips(tmp_path / "clips")
+    alone = list(engine.transcribe_many(paths, batch=1))
+    together = list(engine.transcribe_many(paths, batch=batch))
+    assert [path for path, _ in together] == [path for path, _ in alone] == paths
+    assert isinstance(together[1][1], AudioError) and str(together[1][1]) == str(alone[1][1])
+    for index in (0, 2, 3):
+        assert together[index][1] == alone[index][1]  # text, segments, tokens' times and probabilities, duration
+        assert together[index][1].text
+
+
+def test_the_batched_stem_and_attention_keep_to_each_window():
+    ops, rng = NumpyOps(), np.random.default_rng(7)
+    x = rng.standard_normal((2 * 10, 3)).astype(np.float32)
+    stacked = ops.im2col(x, 3, 2, 1, batch=2)
+    np.testing.assert_array_equal(stacked, np.concatenate([ops.im2col(x[:10], 3, 2, 1), ops.im2col(x[10:], 3, 2, 1)]))
+    q, k, v = (rng.standard_normal((2 * 6, 8)).astype(np.float32) for _ in range(3))
+    batched = ops.attention(q, k, v, 2, batch=2)
+    np.testing.assert_array_equal(batched[6:], ops.attention(q[6:], k[6:], v[6:], 2))
+
+
+def test_a_file_of_silence_and_an_empty_batch(engine, tmp_path):
+    save_wav(tmp_path / "quiet.wav", np.zeros(16000 * 2, np.float32))
+    save_wav(tmp_path / "jfk.wav", load_audio(AUDIO / "jfk.wav")[: 16000 * 3])
+    paths = [tmp_path / "quiet.wav", tmp_path / "jfk.wav"]
+    assert list(engine.transcribe_many(paths, batch=2)) == list(engine.transcribe_many(paths, batch=1))
+    assert list(engine.transcribe_many([], batch=2)) == []
