@@ -4,8 +4,9 @@ On X11, pynput's listener (the RECORD extension) sees every key press and releas
 holding the chord works in any app; the chord's key is also grabbed (``app.key_grab``) so that the
 focused app doesn't receive it. pynput is imported only when the listener starts because it raises
 ImportError where there is no X display. On Wayland no client may watch the keyboard:
-the desktop's GlobalShortcuts portal binds the chord (``app.portal_shortcut``), and where there is no
-such portal the user binds ``sayso --toggle`` to a shortcut in the desktop's settings (``WAYLAND_HINT``).
+the desktop's GlobalShortcuts portal binds the chord (``app.portal_shortcut``); on sway, which has no such
+portal, sway's own bindings do, added through its IPC (``app.sway_shortcut``); elsewhere the user binds
+``sayso --toggle`` to a shortcut in the desktop's settings (``WAYLAND_HINT``).
 
 Key names: modifiers ``ctrl alt shift super`` match either side, ``ctrl_l``/``ctrl_r`` (etc.) only one;
 named keys are pynput's (``space enter tab esc f1..f24 page_up ...``); anything else is one character.
@@ -19,9 +20,10 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from sayso.app.platform import portal_shortcut
+from sayso.app.platform import portal_shortcut, sway_shortcut
 from sayso.app.platform.key_grab import KeyGrab
 from sayso.app.platform.portal_shortcut import PortalShortcut
+from sayso.app.platform.sway_shortcut import SwayShortcut
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +43,9 @@ _ALIASES = {
 RELEASE_DEBOUNCE_MS = 40
 
 WAYLAND_HINT = (
-    "This Wayland desktop has no global-shortcuts portal, so Sayso can't watch a shortcut. Open your "
-    "desktop's keyboard settings and add a custom shortcut that runs “sayso --toggle”: press it to start "
-    "dictating, press it again to stop."
+    "This Wayland desktop has no global-shortcuts portal (and isn't sway, whose own bindings Sayso would "
+    "use), so Sayso can't watch a shortcut. Open your desktop's keyboard settings and add a custom shortcut "
+    "that runs “sayso --toggle”: press it to start dictating, press it again to stop."
 )
 PORTAL_DESCRIPTION = "Hold to dictate"
 
@@ -129,6 +131,9 @@ def shortcut_route() -> tuple[bool, str]:
         if portal_shortcut.available():
             return True, ("Wayland: the shortcut goes through your desktop's global-shortcuts portal, so hold to "
                           "talk works; the desktop may ask you to confirm it the first time.")  # fmt: skip
+        if sway_shortcut.available():
+            return True, ("sway: Sayso adds the shortcut to sway's own bindings (through sway's IPC), so hold "
+                          "to talk works and the app you are typing in never receives it.")  # fmt: skip
         return False, WAYLAND_HINT
     if server == "":
         return False, ("No desktop session (DISPLAY and WAYLAND_DISPLAY are unset): the shortcut needs one. "
@@ -160,12 +165,12 @@ class HotkeyListener(QObject):
 
     pressed = Signal()
     released = Signal()
-    bound = Signal(str)  # the portal bound the shortcut (the trigger it reports)
-    failed = Signal(str)  # the portal couldn't bind the shortcut (a message for the user)
+    bound = Signal(str)  # the portal or sway bound the shortcut (the trigger it reports)
+    failed = Signal(str)  # the portal or sway couldn't bind the shortcut (a message for the user)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self._portal: PortalShortcut | None = None
+        self._wayland: PortalShortcut | SwayShortcut | None = None  # the portal's binding, or sway's
         self._listener = None
         self._grab: KeyGrab | None = None
         self._tracker: ChordTracker | None = None
@@ -176,14 +181,14 @@ class HotkeyListener(QObject):
 
     @property
     def running(self) -> bool:
-        return self._listener is not None or self._portal is not None
+        return self._listener is not None or self._wayland is not None
 
     def start(self, hotkey: str) -> None:
         """Watch ``hotkey``; raises ValueError (bad shortcut) or RuntimeError (no way to watch keys here)."""
         chord = parse_hotkey(hotkey)
         self.stop()
         if display_server() == "wayland":
-            self._start_portal(chord)
+            self._start_wayland(chord)
             return
         if not os.environ.get("DISPLAY"):
             raise RuntimeError("No X display: the global shortcut is off. Use the Record button instead.")
@@ -205,21 +210,30 @@ class HotkeyListener(QObject):
         self._grab = KeyGrab.take(chord, MODIFIERS)
         log.info("hotkeys: watching %s%s", format_hotkey(hotkey), " (grabbed)" if self._grab else "")
 
-    def _start_portal(self, chord: frozenset[str]) -> None:
-        if not portal_shortcut.available():
+    def _start_wayland(self, chord: frozenset[str]) -> None:
+        """The portal where the desktop has one, else sway's bindings on sway."""
+        if portal_shortcut.available():
+            self._wayland = self._forwarded(PortalShortcut(self))
+            self._wayland.start(chord, PORTAL_DESCRIPTION)
+        elif sway_shortcut.available():
+            self._wayland = self._forwarded(SwayShortcut(self))
+            self._wayland.start(chord)
+        else:
             raise RuntimeError(WAYLAND_HINT)
-        self._portal = PortalShortcut(self)
-        self._portal.pressed.connect(self.pressed)
-        self._portal.released.connect(self.released)
-        self._portal.bound.connect(self.bound)
-        self._portal.failed.connect(self.failed)
-        self._portal.start(chord, PORTAL_DESCRIPTION)
+
+    def _forwarded(self, shortcut: PortalShortcut | SwayShortcut) -> PortalShortcut | SwayShortcut:
+        """``shortcut`` with its signals passed on as this listener's."""
+        shortcut.pressed.connect(self.pressed)
+        shortcut.released.connect(self.released)
+        shortcut.bound.connect(self.bound)
+        shortcut.failed.connect(self.failed)
+        return shortcut
 
     def stop(self) -> None:
-        if self._portal is not None:
-            self._portal.stop()
-            self._portal.deleteLater()
-            self._portal = None
+        if self._wayland is not None:
+            self._wayland.stop()
+            self._wayland.deleteLater()
+            self._wayland = None
         if self._listener is not None:
             # pynput's X listener only notices stop() at the next key event, so its thread may linger
             # until then; the generation check keeps its last events away from a newer listener.

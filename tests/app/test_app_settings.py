@@ -84,6 +84,7 @@ def test_the_settings_page_says_how_the_shortcut_reaches_sayso(qtbot, tmp_path, 
 
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.delenv("XDG_SESSION_TYPE", raising=False)
+    monkeypatch.delenv("SWAYSOCK", raising=False)  # not sway (tests/e2e: the route on sway)
     monkeypatch.setenv("DISPLAY", ":0")
     assert "X11: Sayso takes the shortcut for itself" in page_text()
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")

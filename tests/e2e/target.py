@@ -26,6 +26,7 @@ class TargetWindow:
             [sys.executable, str(PROGRAM), title], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
         self.lines: queue.Queue = queue.Queue()
+        self.keys: list[str] = []  # the key presses the field received ("Ctrl+V"), as they came
         threading.Thread(target=self._read, daemon=True).start()
         self.text, self.changed_at = "", 0.0
         if env["QT_QPA_PLATFORM"] == "wayland":
@@ -39,7 +40,11 @@ class TargetWindow:
 
     def _read(self) -> None:
         for line in self.process.stdout:
-            self.lines.put(json.loads(line))
+            message = json.loads(line)
+            if "key" in message:
+                self.keys.append(message["key"])
+            else:
+                self.lines.put(message)
 
     def focus(self) -> None:
         subprocess.run(["xdotool", "windowfocus", "--sync", self.window], check=True, timeout=10)

@@ -3,7 +3,8 @@
     python target_window.py TITLE
 
 Prints a JSON line to stdout whenever the text changes: {"t": <time.time()>, "text": "..."}, so a test
-can see what arrived and when. Reads commands on stdin, one per line:
+can see what arrived and when, and {"t": ..., "key": "Ctrl+V"} for every key press the field receives, so
+a test can see that a shortcut never reached it. Reads commands on stdin, one per line:
     clipboard TEXT     put TEXT on the clipboard (this process owns it)
     clipboard-image TEXT   put an image, TEXT and a type of this app's own on the clipboard at once
     print-clipboard    print {"clipboard": "...", "formats": [...], "image": [width, height, "#rrggbb"],
@@ -18,8 +19,8 @@ import sys
 import threading
 import time
 
-from PySide6.QtCore import QMimeData, QObject, Signal
-from PySide6.QtGui import QColor, QImage
+from PySide6.QtCore import QEvent, QMimeData, QObject, Signal
+from PySide6.QtGui import QColor, QImage, QKeySequence
 from PySide6.QtWidgets import QApplication, QPlainTextEdit
 
 OWN_TYPE = "application/x-sayso-test"
@@ -28,6 +29,19 @@ IMAGE_COLOR = "#3366cc"
 
 class Commands(QObject):
     line = Signal(str)
+
+
+class KeyReporter(QObject):
+    """Reports each key press its widget receives, and lets the widget have it."""
+
+    def __init__(self, emit):
+        super().__init__()
+        self.emit = emit
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.KeyPress:
+            self.emit({"t": time.time(), "key": QKeySequence(event.keyCombination()).toString()})
+        return False
 
 
 def main() -> int:
@@ -41,6 +55,8 @@ def main() -> int:
         print(json.dumps(payload), flush=True)
 
     editor.textChanged.connect(lambda: emit({"t": time.time(), "text": editor.toPlainText()}))
+    keys = KeyReporter(emit)
+    editor.installEventFilter(keys)
     commands = Commands()
 
     def handle(line: str) -> None:

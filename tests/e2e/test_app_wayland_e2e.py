@@ -1,7 +1,8 @@
 """Sayso started natively on a Wayland compositor (a headless sway), as a user of a Wayland desktop
 without the shortcuts portal meets it: one window, the shortcut hint in it, and a dictation started and
 stopped with ``sayso --toggle`` (the binding the hint asks for) that opens no other window and is pasted
-into the Wayland app that has the focus. Qt can't
+into the Wayland app that has the focus; and, where sway's IPC is at hand (SWAYSOCK), the shortcut held
+down and let go through bindings Sayso adds to sway. Qt can't
 make a layer-shell surface, so there is no overlay on Wayland: an ordinary window there is one the
 compositor tiles beside the user's (``app.overlay.can_float``)."""
 
@@ -14,7 +15,7 @@ import time
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from e2e.app_process import REPO, AppProcess  # noqa: E402
-from e2e.fixtures import pulse, sway  # noqa: E402, F401
+from e2e.fixtures import pulse, session_bus, sway  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
@@ -104,3 +105,61 @@ def test_the_focused_wayland_app_is_named_by_sway_for_its_profile(sway, monkeypa
         assert focused_app(None) == ""  # a compositor that doesn't say: no profile applies
     finally:
         editor.close()
+
+
+def _sway_env(sway) -> dict[str, str]:
+    """The environment of an app in the user's sway session: its display and its IPC socket."""
+    socket = str(next(sway.folder.glob("sway-ipc.*.sock")))
+    return {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": "",
+            "SWAYSOCK": socket}  # fmt: skip
+
+
+def test_holding_the_shortcut_on_sway_dictates_through_sways_bindings(sway, pulse, session_bus, tmp_path):
+    """No portal, but sway's IPC: Sayso binds Ctrl+Space in sway, wtype's virtual keyboard holds it while
+    JFK speaks, the text is pasted into the focused editor on the key-up, the editor never gets the
+    chord's keys, and the bindings are gone once Sayso has quit."""
+    require("wtype", "swaymsg")
+    env = _sway_env(sway)
+    settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "hold", "hotkey": "ctrl+space",
+                "delivery": "paste", "cues": False}  # fmt: skip
+    app = AppProcess(tmp_path / "sayso", settings, env=env)
+    editor = None
+    try:
+        app.wait_for_log(r"Sayso is ready", timeout=600)
+        app.wait_for_log(r"sway: shortcut bound \(Ctrl\+space\)", timeout=30)
+        editor = TargetWindow("sayso-sway-hold-editor", env=env)  # opened last, so it has the focus
+        # One wtype holds the chord: its virtual keyboard lives as long as the process, and sway sends a
+        # keyboard's keys up when it goes. 13 s covers jfk.wav's 11 s from wherever the recording starts.
+        hold = subprocess.Popen(["wtype", "-M", "ctrl", "-P", "space", "-s", "13000", "-p", "space", "-m", "ctrl"],
+                                env={**app.env, "PATH": os.environ["PATH"]})  # fmt: skip
+        app.wait_for_log(r"recording \(target window", timeout=30)
+        pulse.play(AUDIO / "jfk.wav")
+        assert hold.wait(timeout=30) == 0
+        key_up = time.time()
+        text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
+        print(f"\nkey-up to text (sway bindings, wl-copy + wtype paste, 11 s of speech): "
+              f"{(editor.changed_at - key_up) * 1000:.0f} ms")  # fmt: skip
+        assert words(text) == JFK_WORDS
+        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        assert editor.keys == ["Ctrl+V"]  # the paste's keystroke, and nothing of the chord: sway kept it
+    finally:
+        if editor is not None:
+            editor.close()
+        assert app.stop() == 0, "\n".join(app.log[-30:])
+    for flags in ("--no-repeat", "--release"):  # removing a binding that isn't there is an error
+        removed = subprocess.run([*sway.user, "swaymsg", "-s", env["SWAYSOCK"], "--", "unbindsym", flags,
+                                  "Ctrl+space"], capture_output=True, text=True, timeout=10)  # fmt: skip
+        assert removed.returncode != 0 and "Could not find binding" in removed.stdout, removed.stdout
+
+
+def test_on_sway_the_shortcut_route_names_sways_bindings(sway, session_bus, monkeypatch):
+    """Settings and ``sayso doctor`` say hold to talk works on sway without a portal, and hint at
+    ``sayso --toggle`` where sway's IPC isn't there."""
+    from sayso.app.platform.hotkeys import WAYLAND_HINT, shortcut_route
+
+    for name, value in _sway_env(sway).items():
+        monkeypatch.setenv(name, value)
+    works, how = shortcut_route()
+    assert works and how.startswith("sway: ") and "hold to talk works" in how
+    monkeypatch.setenv("SWAYSOCK", str(sway.folder / "no-such.sock"))
+    assert shortcut_route() == (False, WAYLAND_HINT)
