@@ -336,7 +336,8 @@ def start_sway() -> Sway:
         user = ["runuser", "-u", "nobody", "--"]
     folder.chmod(0o700)
     config = folder / "config"
-    config.write_text("output HEADLESS-1 resolution 1280x800\n")
+    # A binding of the user's: Sayso must leave a chord that the config binds alone (app.sway_shortcut).
+    config.write_text("output HEADLESS-1 resolution 1280x800\nbindsym Ctrl+Mod1+F12 nop kept for the user\n")
     config.chmod(0o644)
     env = {"PATH": os.environ["PATH"], "HOME": str(folder), "XDG_RUNTIME_DIR": str(folder),
            "WLR_BACKENDS": "headless", "WLR_LIBINPUT_NO_DEVICES": "1", "WLR_RENDERER": "pixman"}  # fmt: skip

@@ -163,3 +163,46 @@ def test_on_sway_the_shortcut_route_names_sways_bindings(sway, session_bus, monk
     assert works and how.startswith("sway: ") and "hold to talk works" in how
     monkeypatch.setenv("SWAYSOCK", str(sway.folder / "no-such.sock"))
     assert shortcut_route() == (False, WAYLAND_HINT)
+
+
+def test_on_sway_a_chord_that_sways_config_binds_is_refused_and_left_to_the_user(sway, session_bus, monkeypatch,
+                                                                                 qtbot):
+    """sway would replace the config's binding without a word, and removing Sayso's later would leave
+    the user without it: the listener names the binding in the way and what to do, and binds nothing."""
+    from sayso.app.platform.hotkeys import HotkeyListener
+
+    for name, value in _sway_env(sway).items():
+        monkeypatch.setenv(name, value)
+    listener = HotkeyListener()
+    with qtbot.waitSignal(listener.failed, timeout=10_000) as failed:
+        listener.start("ctrl+alt+f12")  # the fixture's config binds Ctrl+Mod1+F12
+    listener.stop()
+    assert failed.args[0].startswith("sway's config already binds Ctrl+Mod1+F12 (“bindsym Ctrl+Mod1+F12 nop")
+    assert "choose another shortcut in Settings" in failed.args[0]
+    released = subprocess.run([*sway.user, "swaymsg", "-s", os.environ["SWAYSOCK"], "--", "unbindsym", "--release",
+                               "Ctrl+Mod1+F12"], capture_output=True, text=True, timeout=10)  # fmt: skip
+    assert "Could not find binding" in released.stdout  # Sayso added no binding of its own
+
+
+def test_on_sway_a_key_pressed_during_the_chord_leaves_the_next_press_to_end_the_dictation(sway, session_bus,
+                                                                                          monkeypatch, qtbot):
+    """sway drops a --release binding when another key goes down while it is held, so the chord's
+    release never comes: the next press of the chord is the release."""
+    from sayso.app.platform.hotkeys import HotkeyListener
+
+    require("wtype")
+    for name, value in _sway_env(sway).items():
+        monkeypatch.setenv(name, value)
+    wtype = lambda *keys: subprocess.run(["wtype", *keys], check=True, timeout=10)  # noqa: E731
+    listener = HotkeyListener()
+    with qtbot.waitSignal(listener.bound, timeout=10_000):
+        listener.start("ctrl+space")
+    try:
+        with qtbot.waitSignal(listener.pressed, timeout=5000):
+            wtype("-M", "ctrl", "-P", "space", "-k", "a", "-s", "200", "-p", "space", "-m", "ctrl")
+        with qtbot.assertNotEmitted(listener.released, wait=500):
+            pass
+        with qtbot.waitSignal(listener.released, timeout=5000):
+            wtype("-M", "ctrl", "-P", "space", "-s", "200", "-p", "space", "-m", "ctrl")
+    finally:
+        listener.stop()
