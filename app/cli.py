@@ -129,16 +129,13 @@ def transcribe_into(args) -> int:
     files = archive_files([Path(p) for p in args.files], args.format, args.recursive)
     model = models.resolve(args.model, _note) if args.model else models.default_model(_note)
     options = {"format": args.format, "language": args.language, "task": args.task, "prompt": args.prompt}
-    engine = None
     show = _ArchiveProgress()
 
-    def transcribe(path: Path, progress):
-        nonlocal engine
-        if engine is None:  # loaded for the first file to do: a rerun with none left loads no model
-            show.clear()  # the load's notes go on lines of their own
-            engine = _engine(args, model)
-        return engine.transcribe_file(path, language=args.language, task=args.task, prompt=args.prompt,
-                                      progress=progress)
+    def transcribe_many(paths: list[Path], progress):
+        show.clear()  # the load's notes go on lines of their own
+        engine = _engine(args, model)  # loaded once there are files to do: a rerun with none left loads no model
+        return engine.transcribe_many(paths, language=args.language, task=args.task, prompt=args.prompt,
+                                      batch=args.batch, progress=progress)
 
     def failed(path: Path, message: str) -> None:
         show.clear()
@@ -150,7 +147,7 @@ def transcribe_into(args) -> int:
         summary = transcribe_archive_on_ray(files, Path(args.output_dir), model, options, args.ray, args.ray_workers,
                                             args.device, show, failed)
     else:
-        summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe, show, failed)
+        summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe_many, show, failed)
     show.clear()
     print(_summary_text(summary), file=sys.stderr)
     return 1 if summary.failed else 0
@@ -275,6 +272,13 @@ def cmd_bench(args) -> int:
 
     from sayso.engine import bench
 
+    if args.folder:
+        device = "gpu" if args.device == "auto" else args.device
+        results = bench.compare_folder(args.model, args.folder, device, args.batch)
+        print(json.dumps(results) if args.json else bench.folder_table(results))
+        return 0
+    if not args.file:
+        raise SaysoError("sayso bench takes a FILE, or --folder DIR.")
     if args.stream:
         result = bench.measure_stream(args.model, args.file, "gpu" if args.device == "auto" else args.device,
                                       args.chunk, args.runs)
@@ -416,6 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-workers", type=int, metavar="N",
                    help="with --ray: engines to start (default: one per GPU of the cluster; without GPUs or with "
                         "--device cpu, one per node)")
+    p.add_argument("--batch", type=int, metavar="N",
+                   help="with -o: windows of 30 s, from one file or several, that the encoder takes in one pass "
+                        "(default: the backend's choice, 1 on the CPU; Whisper models)")
     engine_options(p)
     p.add_argument("--format", choices=FORMATS, default="txt")
     p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")
@@ -444,8 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="time model load, first call and warm transcription of a file")
     p.add_argument("model")
-    p.add_argument("file")
+    p.add_argument("file", nargs="?")
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="our backend (auto: gpu)")
+    p.add_argument("--folder", metavar="DIR",
+                   help="hours of audio transcribed per hour of wall time for DIR's audio and video files: ours "
+                        "with --batch windows per encoder pass and file by file, transcribe.cpp (Vulkan for the "
+                        "GPU, else CPU) file by file, each in its own process")
+    p.add_argument("--batch", type=int, default=8, help="with --folder: windows per encoder pass (default: 8)")
     p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5)")
     p.add_argument("--compare", action="store_true",
                    help="also run transcribe.cpp (Vulkan, CPU) and faster-whisper (CPU, on the CTranslate2 files the "

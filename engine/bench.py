@@ -7,6 +7,7 @@ engine's warm caches or thread pools from helping or hurting another. Each child
     sayso bench --compare MODEL FILE [--json]               # every engine: a table and our ratios
     sayso bench --stream MODEL FILE [--device cpu]          # a dictation: key-up to text, streamed vs not
     sayso bench --kernels MODEL FILE                        # GPU time per kernel, and what the host adds
+    sayso bench --folder DIR MODEL [--batch N]              # hours of audio per hour, batched and file by file
 """
 
 from __future__ import annotations
@@ -178,21 +179,72 @@ def measure_kernels(model: str, file: str) -> dict:
     }
 
 
+def measure_folder(engine: str, model: str, folder: str, batch: int = 1) -> dict:
+    """Hours of audio transcribed per hour of wall time for the media files of ``folder``, in this
+    process: the model loaded and warmed on the first file, then the whole folder timed, decoding the
+    files included. Ours runs ``Engine.transcribe_many`` with ``batch`` windows per encoder pass (1: file
+    by file); a peer runs file by file. ``texts``: each file's text, to compare runs by."""
+    from pathlib import Path
+
+    from sayso.engine.audio import MEDIA_SUFFIXES, duration, load_audio
+
+    files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in MEDIA_SUFFIXES and p.is_file())
+    if not files:
+        raise SystemExit(f"no audio or video files in {folder}")
+    start = time.perf_counter()
+    if engine.startswith("sayso-"):
+        from sayso.engine.engine import Engine
+
+        ours = Engine(model, device=engine.removeprefix("sayso-"))
+        description = ours.describe()
+
+        def transcribe_all(paths):
+            return [transcript.text for _, transcript in ours.transcribe_many(paths, batch=batch)]
+    else:
+        transcribe, description = _open(engine, model)
+
+        def transcribe_all(paths):
+            return [transcribe(load_audio(path)) for path in paths]
+    load_ms = (time.perf_counter() - start) * 1000
+    transcribe_all(files[:1])
+    start = time.perf_counter()
+    texts = transcribe_all(files)
+    wall_s = time.perf_counter() - start
+    audio_s = sum(duration(path) for path in files)
+    return {
+        "engine": engine,
+        "batch": batch if engine.startswith("sayso-") else 1,
+        "description": description,
+        "files": len(files),
+        "audio_s": round(audio_s, 2),
+        "load_ms": round(load_ms, 1),
+        "wall_s": round(wall_s, 3),
+        "hours_per_hour": round(audio_s / wall_s, 1),
+        "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "texts": texts,
+    }
+
+
 def compare(model: str, file: str, engines=ENGINES, runs: int = 5) -> list[dict]:
     """Run each engine in a child process; engines that can't run here report their error."""
-    results = []
-    for engine in engines:
-        child = subprocess.run(
-            [sys.executable, "-m", "sayso.engine.bench", engine, model, file, "--runs", str(runs)],
-            capture_output=True, text=True,
-        )
-        lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
-        if child.returncode == 0 and lines:
-            results.append(json.loads(lines[-1]))
-        else:
-            error = (child.stderr.strip().splitlines() or ["no output"])[-1]
-            results.append({"engine": engine, "error": error})
-    return results
+    return [_child(engine, [engine, model, file, "--runs", str(runs)]) for engine in engines]
+
+
+def compare_folder(model: str, folder: str, device: str, batch: int) -> list[dict]:
+    """``measure_folder`` in a child process each: our engine on ``device`` batched and file by file, and
+    transcribe.cpp file by file on the same device kind (Vulkan for a GPU)."""
+    ours, peer = f"sayso-{device}", "transcribe-cpp-vulkan" if device == "gpu" else "transcribe-cpp-cpu"
+    runs = [(ours, batch), (ours, 1), (peer, 1)]
+    return [_child(engine, [engine, model, folder, "--folder", "--batch", str(n)]) for engine, n in runs]
+
+
+def _child(engine: str, arguments: list[str]) -> dict:
+    """``python -m sayso.engine.bench ARGUMENTS``' JSON line, or the error that stopped it."""
+    child = subprocess.run([sys.executable, "-m", "sayso.engine.bench", *arguments], capture_output=True, text=True)
+    lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
+    if child.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    return {"engine": engine, "error": (child.stderr.strip().splitlines() or ["no output"])[-1]}
 
 
 def table(results: list[dict], ours: str) -> str:
@@ -209,14 +261,35 @@ def table(results: list[dict], ours: str) -> str:
     return "\n".join(rows)
 
 
+def folder_table(results: list[dict]) -> str:
+    """A text table of ``compare_folder``'s results: hours of audio per hour of wall time, each run's
+    against the first's (our batched run), and whether its texts are the first's."""
+    base = next((r for r in results if "error" not in r), None)
+    rows = [f"{'engine':<24}{'batch':>6}{'files':>6}{'audio s':>9}{'wall s':>9}{'audio h/h':>10}{'first/this':>11}"
+            f"{'same text':>10}"]
+    for r in results:
+        if "error" in r:
+            rows.append(f"{r['engine']:<24}  not run: {r['error']}")
+            continue
+        rows.append(f"{r['engine']:<24}{r['batch']:>6}{r['files']:>6}{r['audio_s']:>9.1f}{r['wall_s']:>9.2f}"
+                    f"{r['hours_per_hour']:>10.1f}{base['hours_per_hour'] / r['hours_per_hour']:>11.2f}"
+                    f"{str(r['texts'] == base['texts']):>10}")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.bench")
     parser.add_argument("engine", choices=ENGINES)
     parser.add_argument("model")
-    parser.add_argument("file")
+    parser.add_argument("file", help="an audio file, or with --folder a folder of them")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--folder", action="store_true", help="FILE is a folder: measure_folder")
+    parser.add_argument("--batch", type=int, default=1, help="with --folder: windows per encoder pass (ours)")
     args = parser.parse_args()
-    print(json.dumps(measure(args.engine, args.model, args.file, args.runs)))
+    if args.folder:
+        print(json.dumps(measure_folder(args.engine, args.model, args.file, args.batch)))
+    else:
+        print(json.dumps(measure(args.engine, args.model, args.file, args.runs)))
 
 
 if __name__ == "__main__":

@@ -418,7 +418,8 @@ class Ops(abc.ABC):
     @abc.abstractmethod
     def rows(self, x: Tensor, start: int, stop: int) -> Tensor:
         """Rows ``start .. stop`` of x [T, N] without a copy: one window's encoder states out of a
-        batched pass. ``kv_pack`` reads them in place; on the GPU no other method takes them."""
+        batched pass. ``kv_pack`` reads them in place, and ``read`` reads them; on the GPU no other
+        method takes them."""
 
     @abc.abstractmethod
     def kv_pack(self, cache: KVCache, k: Tensor, v: Tensor, pos0: int | Position) -> None:

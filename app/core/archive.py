@@ -182,34 +182,37 @@ class ArchiveRun:
 
 
 def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, options: dict,
-                       transcribe: Callable, show: Callable[[Progress, float], None] | None = None,
+                       transcribe_many: Callable, show: Callable[[Progress, float], None] | None = None,
                        failed: Callable[[Path, str], None] | None = None) -> Summary:
-    """Transcribe the ``files`` not done yet into ``outdir``, here, one after the other, recording each in
-    the manifest.
+    """Transcribe the ``files`` not done yet into ``outdir``, here, recording each in the manifest as it
+    is done.
 
-    ``options``: format, language, task and prompt, as the manifest keeps them. ``transcribe(path,
-    progress)``: the engine's ``transcribe_file`` with the options, called only when a file is to be
-    done (so a rerun with nothing left loads no model). ``show(progress, seconds of the current file
-    done)``: called as the work goes; ``failed(path, message)`` as a file fails. A bad file (not audio,
-    damaged, empty: ``AudioError``) is recorded as failed and the run goes on; any other error (options the
-    model refuses, an output that can't be written) would fail every file alike, so it stops the run.
+    ``options``: format, language, task and prompt, as the manifest keeps them. ``transcribe_many(paths,
+    progress)``: the engine's ``transcribe_many`` with the options, yielding (path, transcript or
+    ``AudioError``) in the order of ``paths``; called only when there are files to do (so a rerun with
+    nothing left loads no model). ``show(progress, seconds of the current file done)``: called as the
+    work goes; ``failed(path, message)`` as a file fails. A bad file (not audio, damaged, empty:
+    ``AudioError``) is recorded as failed and the run goes on; any other error (options the model
+    refuses, an output that can't be written) would fail every file alike, so it stops the run.
     """
     run = ArchiveRun(files, outdir, model, options)
-    for file in run.todo:
-        length = run.lengths[file] or 0.0
-        report = (lambda fraction: show(run.progress, fraction * length)) if show else None
+    if not run.todo:
+        return run.finish()
+    todo = {file.path: file for file in run.todo}
+    report = None
+    if show:
+        show(run.progress, 0.0)
+        report = lambda path, fraction: show(run.progress, fraction * (run.lengths[todo[path]] or 0.0))  # noqa: E731
+    for path, outcome in transcribe_many(list(todo), report):
+        file = todo[path]
+        if isinstance(outcome, AudioError):
+            run.record_failed(file, str(outcome))
+            if failed:
+                failed(file.path, str(outcome))
+        else:
+            run.record_done(file, outcome)
         if show:
             show(run.progress, 0.0)
-        try:
-            transcript = transcribe(file.path, report)
-        except AudioError as error:
-            run.record_failed(file, str(error))
-            if failed:
-                failed(file.path, str(error))
-        else:
-            run.record_done(file, transcript)
-    if show and run.todo:
-        show(run.progress, 0.0)
     return run.finish()
 
 

@@ -90,10 +90,11 @@ def test_a_run_killed_half_way_resumes_and_bad_files_fail_without_stopping_it(tm
     assert "is empty (0 bytes)" in failures[str((folder / "nested" / "empty.wav").resolve())]
     assert f"failed: {folder / 'nested' / 'broken.wav'}: isn't audio or video" in stderr
 
-    whole = tmp_path / "whole"
-    status, _ = finish(transcribe(folder, whole, data))
+    whole = tmp_path / "whole"  # in one run, windows of several files encoded together: the same outputs and records
+    status, _ = finish(transcribe(folder, whole, data, "--batch", "3"))
     assert status == 1
     assert outputs(out) == outputs(whole) and set(outputs(out)) == set(good)
+    assert {r["input"]["path"]: r for r in records(whole)} == {r["input"]["path"]: r for r in records(out)}
     assert words(outputs(out)["jfk.wav.txt"]) == JFK_WORDS
 
     status, stderr = finish(transcribe(folder, out, data, "--format", "srt"))

@@ -98,6 +98,27 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     assert heard == {JFK_WORDS}
 
 
+def test_bench_folder_reports_hours_of_audio_per_hour_batched_file_by_file_and_for_the_peer(tmp_path):
+    """`sayso bench --folder`: our CPU backend with two windows per encoder pass and file by file, and
+    transcribe.cpp's CPU build file by file, on a folder of two short clips; one JSON line."""
+    from sayso.engine.audio import load_audio, save_wav
+    from sayso.engine.bench import folder_table
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for clip in ("jfk.wav", "beckett.wav"):
+        save_wav(folder / clip, load_audio(AUDIO / clip)[: 16000 * 3])
+    done = run(["-m", "sayso", "bench", str(TINY_EN_GGUF), "--folder", str(folder), "--device", "cpu",
+                "--batch", "2", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    print("\n" + folder_table(results))
+    assert [(r["engine"], r.get("batch")) for r in results] == [("sayso-cpu", 2), ("sayso-cpu", 1),
+                                                                ("transcribe-cpp-cpu", 1)], results
+    assert all(r["files"] == 2 and r["hours_per_hour"] > 0 for r in results)
+    assert results[0]["texts"] == results[1]["texts"] and all(results[0]["texts"])
+
+
 @needs_clips("cards/001.wav")
 @pytest.mark.slow
 def test_bench_kernels_times_every_gpu_kernel_of_a_transcription(tmp_path):

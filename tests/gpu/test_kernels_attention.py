@@ -48,6 +48,19 @@ def test_attention_matches_numpy(gpu_ops, cpu_ops, tq, tk, heads, head_dim, caus
     np.testing.assert_allclose(gpu, cpu, **EXACT)
 
 
+@pytest.mark.parametrize(("tq", "tk", "heads", "head_dim", "batch"), [(70, 70, 2, 64, 3), (33, 45, 3, 52, 2)])
+def test_attention_of_a_batch_keeps_each_sequence_to_its_own_keys(gpu_ops, cpu_ops, tq, tk, heads, head_dim, batch):
+    """A batched encoder pass: one attention_tiled.wgsl dispatch for every window, as each window alone."""
+    rng = np.random.default_rng(batch * 100 + tq)
+    width = heads * head_dim
+    q, k, v = random(rng, batch * tq, width), random(rng, batch * tk, width), random(rng, batch * tk, width)
+    gpu, cpu = both(gpu_ops, cpu_ops, "attention", q, k, v, n_heads=heads, batch=batch)
+    for b in range(batch):
+        alone = cpu_ops.attention(q[b * tq:(b + 1) * tq], k[b * tk:(b + 1) * tk], v[b * tk:(b + 1) * tk], heads)
+        np.testing.assert_array_equal(cpu[b * tq:(b + 1) * tq], alone)
+        np.testing.assert_allclose(gpu[b * tq:(b + 1) * tq], alone, **EXACT)
+
+
 @pytest.mark.parametrize(("tq", "tk", "causal"), [(6, 6, False), (4, 9, True), (18, 18, True)])
 def test_attention_with_relative_scores(gpu_ops, cpu_ops, tq, tk, causal):
     rng = np.random.default_rng(7 + tq)

@@ -42,6 +42,16 @@ def test_im2col(gpu_ops, cpu_ops, rng, t, c, kernel, stride, pad):
     np.testing.assert_array_equal(got, want)  # a pure copy: bit-exact
 
 
+@pytest.mark.parametrize(("t", "stride", "batch"), [(50, 1, 3), (50, 2, 3), (7, 2, 2)])
+def test_im2col_of_a_batch_unfolds_each_sequence_on_its_own(gpu_ops, cpu_ops, rng, t, stride, batch):
+    """Whisper's stem over several windows in one pass: no tap reaches into the next window."""
+    x = rng.standard_normal((batch * t, 5)).astype(np.float32)
+    got = gpu_ops.read(gpu_ops.im2col(gpu_ops.tensor(x), 3, stride, 1, batch))
+    each = [cpu_ops.im2col(x[b * t:(b + 1) * t], 3, stride, 1) for b in range(batch)]
+    np.testing.assert_array_equal(got, np.concatenate(each))
+    np.testing.assert_array_equal(cpu_ops.im2col(x, 3, stride, 1, batch), np.concatenate(each))
+
+
 def test_im2col_times_flattened_weight_is_conv1d(gpu_ops, rng):
     # The column order must match a conv weight [C_out, C, k] flattened to [C_out, C*k].
     t, c, c_out, k, stride, pad = 20, 4, 5, 3, 2, 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pytest
 
 from conftest import AUDIO, TINY_EN_GGUF, software_gpu
@@ -58,3 +59,40 @@ def test_the_portable_tier_gives_the_fast_tiers_text(transcribers, gpu_ops, monk
     fast_segments, _ = transcribers[0].transcribe(pcm)
     portable_segments, _ = portable.transcribe(pcm)
     assert [(s.text, s.start, s.end) for s in portable_segments] == [(s.text, s.start, s.end) for s in fast_segments]
+
+
+
+
+def encoded_contents(model, output) -> tuple:
+    """An encoded window's states and its cross-attention caches' words, as read back from the GPU."""
+    ops = model.ops
+    return ops.read(output.states), [ops.recorder.read(cache.buffer, cache.nbytes) for cache in output.cross_caches]
+
+
+def test_windows_encoded_in_one_pass_are_each_the_window_encoded_alone(gpu_ops, tmp_path):
+    """Windows through the encoder together (``Engine.transcribe_many``'s batches): the stem, attention
+    and cross-attention caches keep to each window, so its states and caches are those of its own
+    pass, to the bit, and its decoding (the same code on the same caches) its text. A small random
+    Whisper (two layers, d_model 64): lavapipe takes about 18 s a window of tiny.en's encoder."""
+    from sayso.engine.convert.random_whisper import write_random_whisper
+
+    path = write_random_whisper("whisper-tiny", tmp_path / "small.gguf", small=True)
+    gpu = WhisperTranscriber(ModelFile(path), gpu_ops)
+    model = gpu.model
+    mels = [gpu.features()(load_audio(AUDIO / clip)[: 4 * 16000], n_frames=2 * model.config.n_audio_ctx)
+            for clip in ("jfk.wav", "cards/001.wav")]
+    for mel, together in zip(mels, model.encode_many(mels)):
+        states, caches = encoded_contents(model, together)
+        alone_states, alone_caches = encoded_contents(model, model.encode(mel))
+        np.testing.assert_array_equal(states, alone_states)
+        assert caches == alone_caches
+
+
+@pytest.mark.slow
+def test_whisper_tiny_gives_windows_encoded_in_one_pass_the_segments_they_get_alone(transcribers):
+    """Whisper tiny.en, two files' windows encoded together: each window's text, times and token
+    probabilities are those of its own pass."""
+    gpu, _ = transcribers
+    pieces = [load_audio(AUDIO / clip)[: 4 * 16000] for clip in ("jfk.wav", "cards/001.wav")]
+    for pcm, encoded in zip(pieces, gpu.encode_windows(pieces)):
+        assert gpu.transcribe(pcm, encoded=encoded) == gpu.transcribe(pcm)

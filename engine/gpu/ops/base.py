@@ -114,10 +114,11 @@ class GpuOpsBase(Backend):
         return self.read_later(x)()
 
     def read_later(self, x: GpuTensor | GpuColumns) -> Callable[[], np.ndarray]:
-        if isinstance(x, GpuColumns):  # one row's columns lie together in its buffer
-            if x.shape[0] != 1:
+        if isinstance(x, GpuColumns):  # one row's columns, or whole rows, lie together in its buffer
+            if x.shape[0] != 1 and x.width != x.stride:
                 raise ValueError(f"only one row's columns are read back, not {x.shape[0]} rows'")
-            tensor, start, nbytes = x.tensor, x.start * x.tensor.dtype.itemsize, x.width * x.tensor.dtype.itemsize
+            itemsize = x.tensor.dtype.itemsize
+            tensor, start, nbytes = x.tensor, x.start * itemsize, x.shape[0] * x.width * itemsize
         else:
             tensor, start, nbytes = x, 0, x.nbytes
         fetch = self.recorder.read_later(tensor.buffer, nbytes, start)
