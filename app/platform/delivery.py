@@ -10,9 +10,11 @@ which any local user can read (``ps``).
 Paste keeps the user's clipboard: it is saved (every format), replaced by the text, and put back once
 the target has had time to fetch it. The Qt event loop must keep running during that time because on
 X11 the target asks us for the clipboard's content, so every step here is asynchronous (QProcess).
-On Wayland the clipboard is read and written with wl-paste and wl-copy, which
-offer one type: the content's best type is what comes back. Terminals don't paste on Ctrl+V, so in
-paste mode a terminal gets the text typed.
+On Wayland the clipboard is read and set through the compositor's data-control protocol
+(``data_control``, on a thread of its own), which keeps every type; a compositor without it (GNOME) gets
+wl-paste and wl-copy, which offer one type: there the content's best type is what comes back. A
+clipboard that can't be read whole is left as it is and the text typed. Terminals don't paste on
+Ctrl+V, so in paste mode a terminal gets the text typed.
 """
 
 from __future__ import annotations
@@ -21,11 +23,20 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from PySide6.QtCore import QMimeData, QObject, QProcess, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 
+from sayso.app.platform.data_control import (
+    ClipboardUnreadable,
+    Contents,
+    DataControlClipboard,
+    DataControlUnavailable,
+    Selection,
+    text_contents,
+)
 from sayso.app.platform.focus import focused_window, window_class
 from sayso.app.platform.hotkeys import display_server
 from sayso.app.platform.keymap import SpareKeycodes
@@ -36,6 +47,7 @@ WTYPE_KEYMAP_MS = "100"
 """wtype sends its own keymap before its keys, and a client (Qt's, for one) drops the keys that arrive
 before it has applied the keymap: the first typed character, or the whole Ctrl+V. wtype waits this long
 (its ``-s``) before the first key."""
+WTYPE_PASTE = ["wtype", "-s", WTYPE_KEYMAP_MS, "-M", "ctrl", "v", "-m", "ctrl"]
 CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
 CLIPBOARD_ANSWER_S = 0.5  # time the clipboard's owner gets to say what it holds before a paste is typed instead
 TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts
@@ -61,10 +73,13 @@ class Delivery(QObject):
     """Delivers text asynchronously; each ``deliver`` call ends with one ``done(DeliveryResult)``."""
 
     done = Signal(object)
+    _clipboard_answered = Signal(object, object)  # a done data-control Future and the step it goes to
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._running: dict[QProcess, tuple[str, Callable[[bool, str, bytes], None]]] = {}
+        self._clipboard = DataControlClipboard()  # the Wayland clipboard, connected on the first paste there
+        self._clipboard_answered.connect(self._on_clipboard_answered)
         self._spare_keys = SpareKeycodes()
         self._typing = 0  # typed deliveries under way: the spare keys stay bound while any is
         self._release_keys = QTimer(self, singleShot=True, interval=SPARE_KEYS_RELEASE_MS)
@@ -105,8 +120,8 @@ class Delivery(QObject):
     def _can(method: str, wayland: bool) -> bool:
         if not wayland:
             return display_server() == "x11" and shutil.which("xdotool") is not None
-        if method == "paste":
-            return bool(shutil.which("wl-copy") and shutil.which("wl-paste") and shutil.which("wtype"))
+        if method == "paste":  # the clipboard through data control or wl-clipboard, told when pasting
+            return shutil.which("wtype") is not None
         return bool(shutil.which("wtype") or shutil.which("ydotool"))
 
     def _type(self, text: str, wayland: bool) -> None:
@@ -167,10 +182,56 @@ class Delivery(QObject):
         self._start(keys, after_keys)
 
     def _paste_wayland(self, text: str) -> None:
-        """wl-paste, wl-copy and wtype one after the other, each a QProcess (Qt's clipboard doesn't reach
-        other Wayland clients reliably). The clipboard's content is kept in the one type wl-copy can offer
-        back, its best: text if it has text, else an image, else its first type. A clipboard that can't be
-        read is left alone: the text is typed instead."""
+        """The clipboard read whole through data control, the text set in its place, Ctrl+V pressed with
+        wtype, then the clipboard put back (unless another app copied something meanwhile, which stays).
+        The text goes on the clipboard from Sayso's own selection rather than through wl-copy: it is
+        handed to the target from memory, and the selection tells when another app took the clipboard."""
+
+        def read(answer: Future) -> None:
+            try:
+                saved = answer.result()
+            except DataControlUnavailable as error:
+                log.info("delivery: no data control (%s): wl-clipboard keeps one type", error)
+                self._paste_wl_clipboard(text)
+            except ClipboardUnreadable as error:
+                log.info("delivery: the clipboard can't be read (%s): typing instead", error)
+                self._type(text, wayland=True)
+            else:
+                self._when_answered(self._clipboard.put(text_contents(text)), lambda answer: copied(answer, saved))
+
+        def copied(answer: Future, saved: Contents) -> None:
+            if answer.exception() is not None:
+                self._finish(DeliveryResult(False, "", f"The clipboard can't be set ({answer.exception()}). "
+                                                       "The text is kept here."))  # fmt: skip
+            else:
+                self._press_paste(WTYPE_PASTE, lambda: self._put_back(saved, answer.result()))
+
+        self._when_answered(self._clipboard.read(), read)
+
+    def _put_back(self, saved: Contents, pasted: Selection) -> None:
+        def put(answer: Future) -> None:
+            if answer.exception() is not None:
+                log.info("delivery: the clipboard couldn't be put back (%s)", answer.exception())
+            elif answer.result() is None:
+                log.info("delivery: the clipboard changed after the paste: it stays as it is")
+
+        self._when_answered(self._clipboard.put(saved, over=pasted), put)
+
+    def _when_answered(self, answer: Future, then: Callable[[Future], None]) -> None:
+        """``then(answer)`` on the GUI thread once the data-control thread has answered."""
+        answer.add_done_callback(lambda done: self._clipboard_answered.emit(done, then))
+
+    def _on_clipboard_answered(self, answer: Future, then: Callable[[Future], None]) -> None:
+        then(answer)
+
+    def _paste_wl_clipboard(self, text: str) -> None:
+        """wl-paste, wl-copy and wtype one after the other, each a QProcess. The clipboard's content is
+        kept in the one type wl-copy can offer back, its best: text if it has text, else an image, else its
+        first type. A clipboard that can't be read is left alone: the text is typed instead."""
+        if not (shutil.which("wl-copy") and shutil.which("wl-paste")):
+            log.info("delivery: neither data control nor wl-clipboard reaches the clipboard: typing instead")
+            self._type(text, wayland=True)
+            return
 
         def listed(ok: bool, error: str, output: bytes) -> None:
             types = output.decode(errors="replace").split()
@@ -191,7 +252,7 @@ class Delivery(QObject):
 
             def copied(ok: bool, error: str, _: bytes) -> None:
                 if ok:
-                    self._press_paste(["wtype", "-s", WTYPE_KEYMAP_MS, "-M", "ctrl", "v", "-m", "ctrl"], restore)
+                    self._press_paste(WTYPE_PASTE, restore)
                 else:
                     self._finish(DeliveryResult(False, "", f"{error}. The text is kept here."))
 

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+from e2e.target_window import OWN_TYPE
+
 PROGRAM = Path(__file__).with_name("target_window.py")
 
 
@@ -90,3 +92,20 @@ class TargetWindow:
             self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
+
+
+def copied_in_a_wayland_app(title: str, env: dict[str, str]) -> TargetWindow:
+    """A Qt window on the Wayland compositor of ``env`` that has copied text, an image (in every format Qt
+    writes) and a type of its own at once, and owns the clipboard. A Wayland app may set the clipboard
+    only in answer to input: a key is pressed in it (wtype) first."""
+    env = {**os.environ, **env}
+    subprocess.run(["wl-copy", "--clear"], env=env, check=True, timeout=10)
+    window = TargetWindow(title, env=env)  # opened last, so it has the focus
+    deadline = time.monotonic() + 20
+    while OWN_TYPE not in subprocess.run(["wl-paste", "--list-types"], env=env, capture_output=True, text=True,
+                                         timeout=10).stdout.split():  # fmt: skip
+        assert time.monotonic() < deadline, "the Qt app's copy never became the clipboard"
+        subprocess.run(["wtype", "-k", "shift_l"], env=env, check=True, timeout=10)
+        window.command("clipboard-image what the user copied")
+        time.sleep(0.3)
+    return window

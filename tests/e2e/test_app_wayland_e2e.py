@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from e2e.app_process import REPO, AppProcess  # noqa: E402
 from e2e.fixtures import pulse, session_bus, sway  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
-from e2e.target import TargetWindow  # noqa: E402
+from e2e.target import TargetWindow, copied_in_a_wayland_app  # noqa: E402
 
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
 
@@ -50,8 +50,9 @@ def test_a_toggled_dictation_on_sway_opens_no_window_but_the_main_one(sway, puls
 
 
 def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse, tmp_path):
-    """wl-copy, then wtype's Ctrl+V into the window sway focused (the newest), then the clipboard the user
-    had is put back: each through standard input or the Wayland protocol, never a command line."""
+    """The text set as the clipboard through data control, then wtype's Ctrl+V into the window sway
+    focused (the newest), then the clipboard the user had is put back: each through standard input or
+    the Wayland protocol, never a command line."""
     require("wl-copy", "wl-paste", "wtype")
     env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
     settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "delivery": "paste", "cues": False}
@@ -69,11 +70,11 @@ def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse,
         key_up = time.time()
         subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
         text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
-        print(f"\nsecond toggle to text (sway, wl-copy + wtype paste, 11 s of speech): "
+        print(f"\nsecond toggle to text (sway, data-control + wtype paste, 11 s of speech): "
               f"{(editor.changed_at - key_up) * 1000:.0f} ms")  # fmt: skip
         assert words(text) == JFK_WORDS
         app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
-        deadline = time.monotonic() + 5  # the restoring wl-copy is started as the delivery ends
+        deadline = time.monotonic() + 5  # the clipboard is put back as the delivery ends
         while (restored := subprocess.run(["wl-paste", "--no-newline"], env=clipboard, capture_output=True,
                                           timeout=10).stdout) != b"what the user had copied":  # fmt: skip
             assert time.monotonic() < deadline, restored
@@ -81,6 +82,50 @@ def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse,
     finally:
         if editor is not None:
             editor.close()
+        assert app.stop() == 0, "\n".join(app.log[-30:])
+
+
+def test_a_paste_on_sway_gives_back_every_type_the_user_had_copied(sway, pulse, tmp_path):
+    """The user copied in an app that offers several types at once (text, an image in many formats, a type
+    of its own): after the dictation is pasted the clipboard offers the same types, each byte for byte
+    (Qt writes a few bytes of an ICO or CUR image differently each time it is asked: those the same
+    size)."""
+    require("wl-copy", "wl-paste", "wtype")
+    env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
+    settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "delivery": "paste", "cues": False}
+    app = AppProcess(tmp_path / "sayso", settings, env=env)
+    copier = editor = None
+    try:
+        app.wait_for_log(r"Sayso is ready", timeout=600)
+        clipboard = {**app.env, "PATH": os.environ["PATH"]}
+
+        def wl_paste(*args: str) -> bytes:
+            return subprocess.run(["wl-paste", *args], env=clipboard, capture_output=True, timeout=10).stdout
+
+        copier = copied_in_a_wayland_app("sayso-wayland-copier", env)
+        types = wl_paste("--list-types").decode().split()
+        copied = {t: wl_paste("--no-newline", "--type", t) for t in types}
+        steady = [t for t in types if wl_paste("--no-newline", "--type", t) == copied[t]]
+        assert len(types) > 3 and copied["text/plain"] == b"what the user copied", types
+        editor = TargetWindow("sayso-wayland-editor", env=env)  # opened last, so it has the focus
+        toggle = [sys.executable, "-m", "sayso", "--toggle"]
+        subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
+        app.wait_for_log(r"recording \(target window", timeout=30)
+        pulse.play(AUDIO / "jfk.wav")
+        subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
+        assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
+        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        deadline = time.monotonic() + 5  # the clipboard is put back as the delivery ends
+        while wl_paste("--list-types").decode().split() != types:
+            assert time.monotonic() < deadline, wl_paste("--list-types")
+            time.sleep(0.2)
+        restored = {t: wl_paste("--no-newline", "--type", t) for t in types}
+        assert {t: restored[t] for t in steady} == {t: copied[t] for t in steady}
+        assert {t: len(data) for t, data in restored.items()} == {t: len(data) for t, data in copied.items()}
+    finally:
+        for window in (editor, copier):
+            if window is not None:
+                window.close()
         assert app.stop() == 0, "\n".join(app.log[-30:])
 
 
