@@ -274,7 +274,7 @@ def cmd_bench(args) -> int:
 
     if args.folder:
         device = "gpu" if args.device == "auto" else args.device
-        results = bench.compare_folder(args.model, args.folder, device, args.batch)
+        results = bench.compare_folder(args.model, args.folder, device, args.batch, args.runs)
         print(json.dumps(results) if args.json else bench.folder_table(results))
         return 0
     if not args.file:
@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --batch windows per encoder pass and file by file, transcribe.cpp (Vulkan for the "
                         "GPU, else CPU) file by file, each in its own process")
     p.add_argument("--batch", type=int, default=8, help="with --folder: windows per encoder pass (default: 8)")
-    p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5)")
+    p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5; with --folder, passes over DIR)")
     p.add_argument("--compare", action="store_true",
                    help="also run transcribe.cpp (Vulkan, CPU) and faster-whisper (CPU, on the CTranslate2 files the "
                         "model came from) on the same file, each in its own process")

@@ -179,11 +179,12 @@ def measure_kernels(model: str, file: str) -> dict:
     }
 
 
-def measure_folder(engine: str, model: str, folder: str, batch: int = 1) -> dict:
+def measure_folder(engine: str, model: str, folder: str, batch: int = 1, runs: int = 3) -> dict:
     """Hours of audio transcribed per hour of wall time for the media files of ``folder``, in this
-    process: the model loaded and warmed on the first file, then the whole folder timed, decoding the
-    files included. Ours runs ``Engine.transcribe_many`` with ``batch`` windows per encoder pass (1: file
-    by file); a peer runs file by file. ``texts``: each file's text, to compare runs by."""
+    process: the model loaded and warmed on the first file, then the median of ``runs`` passes over
+    the whole folder, decoding the files included. Ours runs ``Engine.transcribe_many`` with ``batch``
+    windows per encoder pass (1: file by file); a peer runs file by file. ``texts``: each file's text,
+    to compare runs by."""
     from pathlib import Path
 
     from sayso.engine.audio import MEDIA_SUFFIXES, duration, load_audio
@@ -207,9 +208,12 @@ def measure_folder(engine: str, model: str, folder: str, batch: int = 1) -> dict
             return [transcribe(load_audio(path)) for path in paths]
     load_ms = (time.perf_counter() - start) * 1000
     transcribe_all(files[:1])
-    start = time.perf_counter()
-    texts = transcribe_all(files)
-    wall_s = time.perf_counter() - start
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        texts = transcribe_all(files)
+        times.append(time.perf_counter() - start)
+    wall_s = sorted(times)[len(times) // 2]
     audio_s = sum(duration(path) for path in files)
     return {
         "engine": engine,
@@ -230,12 +234,13 @@ def compare(model: str, file: str, engines=ENGINES, runs: int = 5) -> list[dict]
     return [_child(engine, [engine, model, file, "--runs", str(runs)]) for engine in engines]
 
 
-def compare_folder(model: str, folder: str, device: str, batch: int) -> list[dict]:
+def compare_folder(model: str, folder: str, device: str, batch: int, runs: int = 3) -> list[dict]:
     """``measure_folder`` in a child process each: our engine on ``device`` batched and file by file, and
     transcribe.cpp file by file on the same device kind (Vulkan for a GPU)."""
     ours, peer = f"sayso-{device}", "transcribe-cpp-vulkan" if device == "gpu" else "transcribe-cpp-cpu"
-    runs = [(ours, batch), (ours, 1), (peer, 1)]
-    return [_child(engine, [engine, model, folder, "--folder", "--batch", str(n)]) for engine, n in runs]
+    passes = [(ours, batch), (ours, 1), (peer, 1)]
+    return [_child(engine, [engine, model, folder, "--folder", "--batch", str(n), "--runs", str(runs)])
+            for engine, n in passes]
 
 
 def _child(engine: str, arguments: list[str]) -> dict:
@@ -282,12 +287,12 @@ def main() -> None:
     parser.add_argument("engine", choices=ENGINES)
     parser.add_argument("model")
     parser.add_argument("file", help="an audio file, or with --folder a folder of them")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="warm runs (with --folder: passes over the folder)")
     parser.add_argument("--folder", action="store_true", help="FILE is a folder: measure_folder")
     parser.add_argument("--batch", type=int, default=1, help="with --folder: windows per encoder pass (ours)")
     args = parser.parse_args()
     if args.folder:
-        print(json.dumps(measure_folder(args.engine, args.model, args.file, args.batch)))
+        print(json.dumps(measure_folder(args.engine, args.model, args.file, args.batch, args.runs)))
     else:
         print(json.dumps(measure(args.engine, args.model, args.file, args.runs)))
 

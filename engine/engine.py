@@ -44,6 +44,12 @@ that the frontends' own blocks need; 4 was the fastest count measured, 1 or 2 we
 (docs/PERFORMANCE.md). The numpy backend sets its own (``engine.cpu.ops``)."""
 
 
+ENCODER_BATCH_BYTES = 2 * 2**30
+"""Memory the windows of one batched encoder pass may take (``Engine.transcribe_many``): the batch is
+the backend's ``Ops.encoder_batch``, or as many windows as fit in this by the family's
+``window_bytes``. Fits beside any model on a GPU that holds whisper-large-v3's weights (docs/PERFORMANCE.md)."""
+
+
 class Cancelled(SaysoError):
     """The caller cancelled a transcription (``cancel`` event set)."""
 
@@ -278,13 +284,13 @@ class Engine:
         audio, damaged, empty). ``progress(path, fraction)`` as a file's pieces are done.
 
         ``batch``: windows the encoder takes in one pass, from the next pieces of audio, of one file or
-        of several (default: the backend's ``Ops.encoder_batch``); a family that encodes one window at
-        a time, or a batch of 1, transcribes the files one after the other. A piece's first window is
+        of several (default: ``encoder_batch``); a family that encodes one window at a time, or a batch
+        of 1, transcribes the files one after the other. A piece's first window is
         encoded with the batch, any window after a seek inside it alone, and every window is decoded
         in the file's order, so that a piece's language is the one before it, as file by file.
         """
         self.check_options(language, task)
-        batch = batch or self.ops.encoder_batch
+        batch = batch or self.encoder_batch()
         if batch <= 1 or "encoded" not in self.transcriber.stream_hooks:
             for path in map(Path, paths):
                 report = partial(progress, path) if progress else None
@@ -316,6 +322,14 @@ class Engine:
                 if report is not None:
                     report(1.0)
                 yield item.path, self.make_transcript(run.segments, run.language, run.duration)
+
+    def encoder_batch(self) -> int:
+        """Windows per encoder pass by default: the backend's ``Ops.encoder_batch``, fewer where their
+        memory (the family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES``; 1 for a family that
+        encodes one window at a time."""
+        if "encoded" not in self.transcriber.stream_hooks:
+            return 1
+        return max(1, min(self.ops.encoder_batch, ENCODER_BATCH_BYTES // self.transcriber.window_bytes))
 
     def _pieces_of(self, paths: Iterable[Path]) -> Iterator[_Piece]:
         """The pieces of every file, one file after the other, each file's closed by its end or its error."""

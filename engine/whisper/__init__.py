@@ -42,6 +42,18 @@ class WhisperTranscriber:
         computes the features itself keeps none: every call gets its one ``BackendLogMel``."""
         return self.backend_features if self.backend_features is not None else LogMel(self.filterbank, self.window)
 
+    @property
+    def window_bytes(self) -> int:
+        """Memory one more window takes in a batched encoder pass: its float32 activations while the pass
+        runs (the mel and its unfolded rows, the stem's output, then a block's x, norm, q, k, v,
+        attention, FFN hidden of 4d and their like: about 16d a position) and its f16 cross-attention
+        K and V, kept until it is decoded."""
+        c = self.model.config
+        frames, d = 2 * c.n_audio_ctx, c.n_audio_state
+        activations = 4 * (frames * (4 * c.n_mels + d) + c.n_audio_ctx * 16 * d)
+        cross_caches = c.n_text_layer * 2 * c.n_audio_ctx * c.n_text_state * 2
+        return activations + cross_caches
+
     def encode_windows(self, pieces: list[np.ndarray]) -> list[EncoderOutput]:
         """The first window of each piece (its first 30 s) encoded in one pass (``WhisperModel.encode_many``),
         each what ``transcribe(piece, ..., encoded=)`` takes for it."""

@@ -109,7 +109,7 @@ def test_bench_folder_reports_hours_of_audio_per_hour_batched_file_by_file_and_f
     for clip in ("jfk.wav", "beckett.wav"):
         save_wav(folder / clip, load_audio(AUDIO / clip)[: 16000 * 3])
     done = run(["-m", "sayso", "bench", str(TINY_EN_GGUF), "--folder", str(folder), "--device", "cpu",
-                "--batch", "2", "--json"], tmp_path)
+                "--batch", "2", "--runs", "1", "--json"], tmp_path)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
     print("\n" + folder_table(results))

@@ -62,3 +62,13 @@ def test_a_file_of_silence_and_an_empty_batch(engine, tmp_path):
     paths = [tmp_path / "quiet.wav", tmp_path / "jfk.wav"]
     assert list(engine.transcribe_many(paths, batch=2)) == list(engine.transcribe_many(paths, batch=1))
     assert list(engine.transcribe_many([], batch=2)) == []
+
+
+def test_the_default_batch_is_the_backends_as_far_as_memory_allows(engine, monkeypatch):
+    from sayso.engine import engine as engine_module
+
+    assert engine.encoder_batch() == 1  # the CPU: longer products are no faster there
+    monkeypatch.setattr(engine.ops, "encoder_batch", 8)
+    assert engine.encoder_batch() == 8
+    monkeypatch.setattr(engine_module, "ENCODER_BATCH_BYTES", 3 * engine.transcriber.window_bytes + 1)
+    assert engine.encoder_batch() == 3

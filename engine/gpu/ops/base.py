@@ -19,6 +19,13 @@ from sayso.engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeigh
 from sayso.engine.ops import Backend, Position, WeightSource
 
 
+ENCODER_BATCH = 8
+"""Windows per encoder pass on a real GPU (``Ops.encoder_batch``), at most: a window's products
+(1500 rows) leave a large GPU's cores idle in a small model's narrow layers, and 8 windows' rows fill
+them; fewer where their memory would not fit (``engine.engine.ENCODER_BATCH_BYTES``). A software
+adapter takes one: its CPU cores gain nothing from longer products."""
+
+
 class GpuOpsBase(Backend):
     """Owns the device's kernel registry, recorder and buffer pool; kernel mixins build on it."""
 
@@ -35,6 +42,7 @@ class GpuOpsBase(Backend):
         self.kernels = Kernels(self.device, known)
         self.pool = BufferPool(self.device)
         self.fast = FastTier(self)
+        self.encoder_batch = 1 if self.device.is_cpu else ENCODER_BATCH
         self._loading: ModelUpload | None = None  # while ``loading``
 
     # What needs the device open is made at first use: a model loads while it opens (``Device``).
