@@ -36,7 +36,8 @@ struct Params {
     causal: u32,   // 1: query i sees keys j <= i + (tk - tq)
     has_rel: u32,  // 1: add rel[h, i, (tq - 1) + j - i] to the scaled score
     scale: f32,
-    groups: u32,   // heads * ceil(tq / Q_ROWS): the grid may hold more workgroups than that
+    groups: u32,   // batch * heads * ceil(tq / Q_ROWS): the grid may hold more workgroups than that
+    batch: u32,    // sequences of tq queries and tk keys one after the other, each its own (no causal, no rel)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -65,12 +66,13 @@ fn element(tensor: u32, index: u32) -> f32 {
     }
 }
 
-// Quad `c` (dims 4c .. 4c+3) of row `row` of q, k or v at column `col0`, zero past the head or
-// past `rows`. Element reads: a head's columns need not be 16-byte aligned (dh = 33).
-fn load_quad(tensor: u32, row: u32, rows: u32, col0: u32, c: u32) -> vec4<f32> {
+// Quad `c` (dims 4c .. 4c+3) of row `row` of q, k or v at column `col0`, counted from element
+// `start` (a sequence's first), zero past the head or past `rows`. Element reads: a head's columns
+// need not be 16-byte aligned (dh = 33).
+fn load_quad(tensor: u32, start: u32, row: u32, rows: u32, col0: u32, c: u32) -> vec4<f32> {
     var quad = vec4<f32>(0.0);
     if (row < rows) {
-        let base = row * p.heads * HEAD_DIM + col0 + 4u * c;
+        let base = start + row * p.heads * HEAD_DIM + col0 + 4u * c;
         for (var e = 0u; e < 4u; e++) {
             if (4u * c + e < HEAD_DIM) {
                 quad[e] = element(tensor, base + e);
@@ -90,12 +92,17 @@ fn main(
     if (group >= p.groups) {
         return; // the grid's last row may be partly empty; uniform for the whole workgroup
     }
-    let h = group % p.heads;
-    let q0 = (group / p.heads) * Q_ROWS;
+    let per_sequence = p.groups / p.batch;
+    let local = group % per_sequence;
+    let h = local % p.heads;
+    let q0 = (local / p.heads) * Q_ROWS;
     let col0 = h * HEAD_DIM;
+    let sequence = group / per_sequence;
+    let q_start = sequence * p.tq * p.heads * HEAD_DIM; // the sequence's first element of q and out
+    let k_start = sequence * p.tk * p.heads * HEAD_DIM; // and of k and v
 
     for (var e = tid; e < Q_ROWS * QUADS; e += THREADS) {
-        q_tile[e] = load_quad(Q, q0 + e / QUADS, p.tq, col0, e % QUADS);
+        q_tile[e] = load_quad(Q, q_start, q0 + e / QUADS, p.tq, col0, e % QUADS);
     }
 
     let r = tid / ROW_THREADS;
@@ -118,8 +125,8 @@ fn main(
         for (var e = tid; e < BK * QUADS; e += THREADS) {
             let j = e / QUADS;
             let c = e % QUADS;
-            k_tile[j * K_STRIDE + c] = load_quad(K, kb + j, p.tk, col0, c);
-            v_tile[e] = load_quad(V, kb + j, p.tk, col0, c);
+            k_tile[j * K_STRIDE + c] = load_quad(K, k_start, kb + j, p.tk, col0, c);
+            v_tile[e] = load_quad(V, k_start, kb + j, p.tk, col0, c);
         }
         workgroupBarrier();
 
@@ -176,7 +183,7 @@ fn main(
             let c = t + n * ROW_THREADS;
             for (var e = 0u; e < 4u; e++) {
                 if (c < QUADS && 4u * c + e < HEAD_DIM) {
-                    out[i * p.heads * HEAD_DIM + col0 + 4u * c + e] = acc[n][e] * inv;
+                    out[q_start + i * p.heads * HEAD_DIM + col0 + 4u * c + e] = acc[n][e] * inv;
                 }
             }
         }

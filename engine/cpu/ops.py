@@ -471,8 +471,8 @@ class NumpyOps(Backend):
 
     def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None, batch=1):
         if batch > 1:
-            if causal or rel is not None:
-                raise ValueError("a batch of sequences attends without causal or rel")
+            if causal or rel is not None or q.shape[0] % batch or k.shape[0] % batch:
+                raise ValueError(f"a batch of {batch} sequences of equal length attends without causal or rel")
             tq, tk = q.shape[0] // batch, k.shape[0] // batch
             return np.concatenate([self.attention(q[b * tq:(b + 1) * tq], k[b * tk:(b + 1) * tk],
                                                   v[b * tk:(b + 1) * tk], n_heads, scale=scale)

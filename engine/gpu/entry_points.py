@@ -73,7 +73,7 @@ LINEARS = "reduce_workgroup.wgsl+gemm.wgsl"
 GEMM = EntryPoint(LINEARS, "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
 GEMV = EntryPoint(LINEARS, "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
 ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "rel", "out"),
-                       _fields("tq tk heads causal has_rel") + (("scale", "f32"), ("groups", "u32")))
+                       _fields("tq tk heads causal has_rel") + (("scale", "f32"),) + _fields("groups batch"))
 REL_SCORES = EntryPoint("attention.wgsl", "rel_scores", ("q", "positions", "rel_bias", "rel_out"),
                         _fields("t heads head_dim r"))
 ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),

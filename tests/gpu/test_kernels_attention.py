@@ -48,9 +48,17 @@ def test_attention_matches_numpy(gpu_ops, cpu_ops, tq, tk, heads, head_dim, caus
     np.testing.assert_allclose(gpu, cpu, **EXACT)
 
 
-@pytest.mark.parametrize(("tq", "tk", "heads", "head_dim", "batch"), [(70, 70, 2, 64, 3), (33, 45, 3, 52, 2)])
+@pytest.mark.parametrize(
+    ("tq", "tk", "heads", "head_dim", "batch"),
+    [
+        (70, 70, 2, 64, 3),  # attention_tiled.wgsl
+        (33, 45, 3, 52, 2),
+        (20, 33, 2, 128, 3),  # attention.wgsl: a head wider than the tiled kernel's
+        (7, 45, 3, 33, 2),  # attention.wgsl, an odd head
+    ],
+)
 def test_attention_of_a_batch_keeps_each_sequence_to_its_own_keys(gpu_ops, cpu_ops, tq, tk, heads, head_dim, batch):
-    """A batched encoder pass: one attention_tiled.wgsl dispatch for every window, as each window alone."""
+    """A batched encoder pass: one dispatch for every window, as each window alone."""
     rng = np.random.default_rng(batch * 100 + tq)
     width = heads * head_dim
     q, k, v = random(rng, batch * tq, width), random(rng, batch * tk, width), random(rng, batch * tk, width)

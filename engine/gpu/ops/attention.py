@@ -129,6 +129,8 @@ class AttentionOps(GpuOpsBase):
             _check_heads(name, x, n_heads, dh)
         if k.shape != v.shape:
             raise ValueError(f"k {k.shape} and v {v.shape} differ")
+        if batch != 1 and (causal or rel is not None or q.shape[0] % batch or k.shape[0] % batch):
+            raise ValueError(f"a batch of {batch} sequences of equal length attends without causal or rel")
         tq, tk = q.shape[0] // batch, k.shape[0] // batch
         if rel is not None and rel.shape != (n_heads, tq, tq + tk - 1):
             raise ValueError(f"rel must be [{n_heads}, {tq}, {tq + tk - 1}], got {rel.shape}")
@@ -142,14 +144,11 @@ class AttentionOps(GpuOpsBase):
             self.run(ATTENTION_TILED, [q, k, v, out], [tq, tk, n_heads, float(scale), groups, batch], grid(groups),
                      HEAD_DIM=dh)
             return out
-        if batch != 1:
-            raise ValueError("a batch of sequences takes the tiled kernel: no causal mask or rel, head_dim a "
-                             f"multiple of 4 up to {TILED_MAX_HEAD_DIM}, tiles within the workgroup memory")
-        groups = n_heads * -(-tq // Q_ROWS)
+        groups = batch * n_heads * -(-tq // Q_ROWS)
         self.run(
             ATTENTION,
             [q, k, v, q if rel is None else rel, out],  # q stands in for a missing rel: it is never read then
-            [tq, tk, n_heads, int(causal), int(rel is not None), float(scale), groups],
+            [tq, tk, n_heads, int(causal), int(rel is not None), float(scale), groups, batch],
             grid(groups),
             HEAD_DIM=dh,
             BK=self._key_block(dh),
