@@ -16,6 +16,7 @@ from pathlib import Path
 from sayso.app.core.text.vocabulary import read_replacements_file
 from sayso.app.main import add_arguments
 from sayso.app.core.refusals import environment_error
+from sayso.app.platform.clipboard_keeper import KEEP_CLIPBOARD
 from sayso.engine.errors import SaysoError
 
 FORMATS = ("txt", "json", "srt", "vtt")
@@ -496,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv == [KEEP_CLIPBOARD]:  # the process a quitting app leaves the clipboard to: no parser, no Qt
+        from sayso.app.platform.clipboard_keeper import keep
+
+        return keep()
     if "--toggle" in argv:  # a desktop shortcut runs this: reach the app before loading the CLI's parser
         from sayso.app.main import run_app
 

@@ -104,20 +104,47 @@ def hotkey_support() -> list[str]:
 
 
 def text_delivery() -> list[str]:
-    """Paste and typing go through xdotool on X11 and wl-copy/wl-paste plus wtype (or ydotool) on Wayland."""
+    """The tools delivery uses, as it finds them (``app.platform.delivery``): xdotool on X11; on Wayland
+    the clipboard through the compositor's data control, else wl-clipboard, and wtype (or ydotool) for
+    the keys."""
+    from sayso.app.platform.delivery import can_deliver
     from sayso.app.platform.hotkeys import display_server
 
     found = {tool: shutil.which(tool) for tool in ("xdotool", "wl-copy", "wl-paste", "wtype", "ydotool")}
     lines = [f"{OK if path else INFO}{tool}: {path or 'not found'}" for tool, path in found.items()]
     server = display_server()
-    if server == "x11" and not found["xdotool"]:
-        lines.append(f"{FIX}Install xdotool (sudo apt install xdotool) so Sayso can paste and type into other apps.")
-    elif server == "wayland" and not (found["wl-copy"] and found["wl-paste"] and (found["wtype"] or found["ydotool"])):
-        lines.append(f"{FIX}Install wl-clipboard and wtype (sudo apt install wl-clipboard wtype) so Sayso can "
-                     "paste into other apps; ydotool instead of wtype where the desktop lacks the virtual "
-                     "keyboard protocol (GNOME).")  # fmt: skip
+    if server == "wayland":
+        lines += wayland_delivery()
     elif server == "":
         lines.append(f"{INFO}No desktop session: dictated text has nowhere to go; transcripts still print.")
+    elif not can_deliver("paste", wayland=False):
+        lines.append(f"{FIX}Install xdotool (sudo apt install xdotool) so Sayso can paste and type into other apps.")
     else:
         lines.append(f"{OK}Sayso can paste and type into other apps.")
+    return lines
+
+
+def wayland_delivery() -> list[str]:
+    """The clipboard a paste goes through, asked of the compositor as a paste asks it, and the keys' tool."""
+    from sayso.app.platform.data_control import DataControlUnavailable, offered
+    from sayso.app.platform.delivery import can_deliver, wl_clipboard_installed
+
+    try:
+        lines = [f"{OK}Paste gives your clipboard back in every type: the compositor offers data control "
+                 f"({offered()})."]  # fmt: skip
+    except DataControlUnavailable as error:
+        if wl_clipboard_installed():
+            lines = [f"{OK}Paste gives your clipboard back in one type (its text, else its image) through "
+                     f"wl-clipboard: {error}."]  # fmt: skip
+        else:
+            lines = [f"{FIX}Install wl-clipboard (sudo apt install wl-clipboard) so Sayso can paste, since {error}; "
+                     "it types the text meanwhile."]  # fmt: skip
+    if can_deliver("paste", wayland=True):
+        lines.append(f"{OK}wtype presses Ctrl+V and types the text in other apps.")
+    elif can_deliver("type", wayland=True):
+        lines.append(f"{INFO}ydotool types the text; paste needs wtype (sudo apt install wtype), which works where "
+                     "the desktop has the virtual keyboard protocol (not GNOME).")  # fmt: skip
+    else:
+        lines.append(f"{FIX}Install wtype (sudo apt install wtype) so Sayso can paste and type into other apps; "
+                     "ydotool instead where the desktop lacks the virtual keyboard protocol (GNOME).")  # fmt: skip
     return lines

@@ -6,8 +6,9 @@ KDE); a compositor with neither (GNOME) gives ``DataControlUnavailable`` and the
 
 One connection to the compositor, on a thread of its own: it reads the selection through pipes, serves
 the selections Sayso sets (another client asks for a type, the bytes go to the file descriptor it sent)
-and runs until the process ends, since a selection set here lives only as long as Sayso's process does.
-Each call returns a ``concurrent.futures.Future``; its callbacks run on that thread.
+and runs until ``close`` or the process's end: a selection set here lives only as long as its connection
+(when Sayso quits, ``clipboard_keeper`` takes the user's contents over). Each call returns a
+``concurrent.futures.Future``; its callbacks run on that thread.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def text_contents(text: str) -> Contents:
 
 
 class Selection:
-    """Contents set as the clipboard from here; ``replaced`` is set once another selection took its place."""
+    """Contents set as the clipboard from here; ``replaced`` is set once it is the clipboard no more:
+    another selection took its place, or the connection ended."""
 
     def __init__(self, contents: Contents):
         self.contents = contents
@@ -83,6 +85,11 @@ class DataControlClipboard:
         it, is its ``Selection``. With ``over``, only while that selection is still the clipboard (else
         the result is None): what another client copied since then stays."""
         return self._call(lambda connection, future: connection.put(contents, over, future))
+
+    def held(self) -> Future:
+        """The ``Selection`` set from here that is the clipboard now, as the compositor has it; None when
+        another client's selection is, or none."""
+        return self._call(lambda connection, future: connection.held(future))
 
     def close(self) -> None:
         """End the connection: the selections set from here are gone."""
@@ -193,11 +200,11 @@ class _Connection:
         except ValueError as error:
             raise DataControlUnavailable(f"no Wayland compositor to connect to ({error})") from error
         try:
-            manager = self._bind()
+            self.protocol = self._bind()
         except BaseException:
             self.display.disconnect()
             raise
-        log.info("data control: %s on %s", manager, name or os.environ.get("WAYLAND_DISPLAY", "wayland-0"))
+        log.info("data control: %s on %s", self.protocol, name or os.environ.get("WAYLAND_DISPLAY", "wayland-0"))
 
     def _bind(self) -> str:
         """Bind the seat and the data-control manager, make the seat's data device and take its first
@@ -294,6 +301,10 @@ class _Connection:
         self.roundtrip()  # set once the compositor has it: a paste key pressed next finds it
         future.set_result(selection)
 
+    def held(self, future: Future) -> None:
+        self.roundtrip()  # a `cancelled` on its way has arrived after this
+        future.set_result(next(iter(self.sources.values()), None))
+
     def roundtrip(self) -> None:
         if self.display.roundtrip() < 0:
             raise ConnectionError("the compositor closed the connection")
@@ -385,7 +396,17 @@ class _Connection:
             self._end_read(read, ClipboardUnreadable("the connection was closed"))
         for sending in self.sendings:
             os.close(sending.fd)
+        for selection in self.sources.values():
+            selection.replaced.set()
         self.display.disconnect()
+
+
+def offered(display: str | None = None) -> str:
+    """The compositor's data-control protocol, as a connection finds it: the name of its manager, else
+    ``DataControlUnavailable``."""
+    connection = _Connection(display)
+    connection.close()
+    return connection.protocol
 
 
 def _drain(fd: int) -> bytes | None:

@@ -14,7 +14,8 @@ On Wayland the clipboard is read and set through the compositor's data-control p
 (``data_control``, on a thread of its own), which keeps every type; a compositor without it (GNOME) gets
 wl-paste and wl-copy, which offer one type: there the content's best type is what comes back. A
 clipboard that can't be read whole is left as it is and the text typed. Terminals don't paste on
-Ctrl+V, so in paste mode a terminal gets the text typed.
+Ctrl+V, so in paste mode a terminal gets the text typed. The clipboard put back through data control is
+served from Sayso's memory: when Sayso quits, a keeper process (``clipboard_keeper``) takes it over.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QMimeData, QObject, QProcess, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 
+from sayso.app.platform.clipboard_keeper import TAKE_OVER_S, hand_over
 from sayso.app.platform.data_control import (
     ClipboardUnreadable,
     Contents,
@@ -79,6 +81,7 @@ class Delivery(QObject):
         super().__init__(parent)
         self._running: dict[QProcess, tuple[str, Callable[[bool, str, bytes], None]]] = {}
         self._clipboard = DataControlClipboard()  # the Wayland clipboard, connected on the first paste there
+        self._saved: Contents | None = None  # the user's clipboard of the latest paste through data control
         self._clipboard_answered.connect(self._on_clipboard_answered)
         self._spare_keys = SpareKeycodes()
         self._typing = 0  # typed deliveries under way: the spare keys stay bound while any is
@@ -106,7 +109,7 @@ class Delivery(QObject):
             method = "type"
         order = [method, "type" if method == "paste" else "paste"]
         for candidate in order:
-            if self._can(candidate, wayland):
+            if can_deliver(candidate, wayland):
                 if candidate != method:
                     log.info("delivery: %s is unavailable here, using %s", method, candidate)
                 (self._paste if candidate == "paste" else self._type)(text, wayland)
@@ -115,14 +118,6 @@ class Delivery(QObject):
         self._finish(
             DeliveryResult(False, "", f"Can't send text to other apps: install {tools}. The text is kept here.")
         )
-
-    @staticmethod
-    def _can(method: str, wayland: bool) -> bool:
-        if not wayland:
-            return display_server() == "x11" and shutil.which("xdotool") is not None
-        if method == "paste":  # the clipboard through data control or wl-clipboard, told when pasting
-            return shutil.which("wtype") is not None
-        return bool(shutil.which("wtype") or shutil.which("ydotool"))
 
     def _type(self, text: str, wayland: bool) -> None:
         typed_text = text.encode()
@@ -204,6 +199,7 @@ class Delivery(QObject):
                 self._finish(DeliveryResult(False, "", f"The clipboard can't be set ({answer.exception()}). "
                                                        "The text is kept here."))  # fmt: skip
             else:
+                self._saved = saved
                 self._press_paste(WTYPE_PASTE, lambda: self._put_back(saved, answer.result()))
 
         self._when_answered(self._clipboard.read(), read)
@@ -228,7 +224,7 @@ class Delivery(QObject):
         """wl-paste, wl-copy and wtype one after the other, each a QProcess. The clipboard's content is
         kept in the one type wl-copy can offer back, its best: text if it has text, else an image, else its
         first type. A clipboard that can't be read is left alone: the text is typed instead."""
-        if not (shutil.which("wl-copy") and shutil.which("wl-paste")):
+        if not wl_clipboard_installed():
             log.info("delivery: neither data control nor wl-clipboard reaches the clipboard: typing instead")
             self._type(text, wayland=True)
             return
@@ -296,6 +292,46 @@ class Delivery(QObject):
         if not result.delivered:
             log.info("delivery: kept in app: %s", result.message)
         self.done.emit(result)
+
+    def close(self) -> None:
+        """At quit. A selection set through data control ends with Sayso's process: while the clipboard is
+        Sayso's (the user's contents put back, or the text in their place as a paste is under way), a
+        keeper process takes the user's contents over, so they outlive Sayso."""
+        held = self._held_clipboard() if self._saved else None  # {}: nothing was copied, and nothing stays
+        if held is not None:
+            try:
+                hand_over(self._saved)
+            except OSError as error:
+                log.info("delivery: the clipboard keeper can't be started (%s)", error)
+            else:
+                if not held.replaced.wait(TAKE_OVER_S):
+                    log.info("delivery: the clipboard keeper didn't take the clipboard over: it ends with Sayso")
+        self._clipboard.close()
+
+    def _held_clipboard(self) -> Selection | None:
+        """Sayso's selection where it is the clipboard now; None where another app's is, or no answer came."""
+        try:
+            return self._clipboard.held().result(timeout=CLIPBOARD_ANSWER_S)
+        except (DataControlUnavailable, TimeoutError) as error:
+            log.info("delivery: can't tell whether the clipboard is Sayso's (%s)", error or "no answer")
+            return None
+
+
+def can_deliver(method: str, wayland: bool) -> bool:
+    """Whether ``method`` ("paste" or "type") has its tools here. On Wayland paste needs wtype for the
+    keys; its clipboard (data control, else wl-clipboard) is found when pasting, and without either the
+    text is typed."""
+    if not wayland:
+        return display_server() == "x11" and shutil.which("xdotool") is not None
+    if method == "paste":
+        return shutil.which("wtype") is not None
+    return bool(shutil.which("wtype") or shutil.which("ydotool"))
+
+
+def wl_clipboard_installed() -> bool:
+    """Whether wl-copy and wl-paste are here: the clipboard's way where the compositor has no data
+    control, one type kept."""
+    return bool(shutil.which("wl-copy") and shutil.which("wl-paste"))
 
 
 def x11_clipboard_answers(timeout: float = CLIPBOARD_ANSWER_S) -> bool:

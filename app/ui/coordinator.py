@@ -154,6 +154,7 @@ class Coordinator(QObject):
         self.microphone.close()
         self.client.shutdown()
         self.flow.stop()
+        self.delivery.close()
         self.history_page.stop()
         self.history.close()
         self.tray.hide()

@@ -6,6 +6,7 @@ copy made meanwhile never overwritten."""
 import os
 import signal
 import subprocess
+import sys
 import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -121,3 +122,31 @@ def test_without_a_compositor_data_control_says_it_is_unavailable(tmp_path):
     with pytest.raises(DataControlUnavailable, match="no Wayland compositor"):
         clipboard.read().result(timeout=10)
     clipboard.close()
+
+
+def test_doctor_says_paste_keeps_every_type_where_the_compositor_offers_data_control(sway, monkeypatch, tmp_path):
+    """``sayso doctor`` asks the compositor as a paste does: sway offers data control; with no compositor
+    to reach, paste goes through wl-clipboard."""
+    from sayso.app import doctor
+
+    require("wl-copy", "wl-paste", "wtype")
+    for name, value in wayland_env(sway).items():
+        monkeypatch.setenv(name, value)
+    lines = doctor.text_delivery()
+    assert f"{doctor.OK}Paste gives your clipboard back in every type: the compositor offers data control " \
+           "(zwlr_data_control_manager_v1)." in lines  # fmt: skip
+    assert f"{doctor.OK}wtype presses Ctrl+V and types the text in other apps." in lines
+    monkeypatch.setenv("WAYLAND_DISPLAY", str(tmp_path / "wayland-9"))
+    (clipboard,) = [line for line in doctor.text_delivery() if line.startswith(f"{doctor.OK}Paste")]
+    assert "in one type" in clipboard and "wl-clipboard: no Wayland compositor to connect to" in clipboard
+
+
+def test_a_clipboard_keeper_given_contents_cut_short_leaves_the_clipboard_alone(sway, clipboard):
+    """The keeper Sayso leaves at quit (``sayso --keep-clipboard``): when the contents on its standard
+    input end early, it sets nothing and exits."""
+    clipboard.put(text_contents("copied before")).result(timeout=10)
+    header = b'[["text/plain", 10], ["image/png", 5000]]\n'
+    keeper = subprocess.run([sys.executable, "-m", "sayso", "--keep-clipboard"], input=header + b"cut short",
+                            env={**os.environ, **wayland_env(sway)}, capture_output=True, timeout=10)  # fmt: skip
+    assert keeper.returncode == 1 and b"the contents came incomplete" in keeper.stderr
+    assert wl_paste(sway, "--no-newline") == b"copied before"
