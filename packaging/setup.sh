@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 runtime=(libvulkan1 mesa-vulkan-drivers libportaudio2 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
          libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3 xdotool xclip x11-utils)
 testing=(xvfb xauth xterm trayer pulseaudio pulseaudio-utils libasound2-plugins dbus-daemon dunst
-         desktop-file-utils appstream sway wl-clipboard wtype espeak-ng)
+         desktop-file-utils appstream sway grim wl-clipboard wtype espeak-ng)
 packages=("${runtime[@]}")
 extras=""
 if [[ "${1:-}" == "--test" ]]; then

@@ -330,7 +330,7 @@ class Coordinator(QObject):
         """A short message: on the overlay, or, where it can't be shown, on the main window."""
         if self._overlay_shown:
             self.overlay.show_message(message, kind)
-        elif not can_float():  # Wayland: the user would otherwise never see it
+        elif not can_float():  # Wayland without the layer shell: the user would otherwise never see it
             self.dictation_page.notice.show_text(message)
 
     def _on_engine_warning(self, message: str) -> None:

@@ -8,33 +8,52 @@ override-redirect window can't be focused or listed in the taskbar).
 States: recording (red pulsing dot, level bars, elapsed time, words so far), transcribing (amber),
 and a short message (delivered, kept, error) that hides itself.
 
-On Wayland no client may place its own window: only a layer-shell surface floats above the others
-without taking focus or space, and Qt offers none, so an overlay there would be an ordinary window that
-the compositor tiles or centres. There is no overlay on Wayland (``can_float``): the tray icon shows
-the state, and messages go to the main window and the desktop's notifications.
+On Wayland no client may place its own window: an ordinary window is one the compositor tiles or
+centres. Only a layer-shell surface floats above the others without taking focus or space, and Qt
+offers none: there the widget is never a window of its own (Qt lays it out and paints it, the
+compositor never sees it), and ``LayerMirror`` copies its pixels to a surface on the compositor's
+overlay layer (``app.platform.layer_shell``). A compositor without the layer shell (GNOME) gets no
+overlay (``can_float``): the tray icon shows the state, and messages go to the main window and the
+desktop's notifications.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import math
 import time
 
-from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtGui import QColor, QCursor, QFontMetrics, QGuiApplication, QPainter
+from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, QSocketNotifier, Qt, QTimer
+from PySide6.QtGui import QColor, QCursor, QFontMetrics, QGuiApplication, QImage, QPainter, QRegion
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from sayso.app.platform import assets
+from sayso.app.platform import assets, layer_shell
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import LevelBars, PulseDot, format_duration
 
 WIDTH = 400
 BOTTOM_MARGIN = 72
 MESSAGE_MS = 3500
+FRAME_MS = 33  # the layer surface's frame rate while shown (~30 fps): the dot breathes, the bars move
 _KIND_COLORS = {"ok": COLORS["ok"], "warn": COLORS["working"], "error": COLORS["recording"], "info": "#A5B4FC"}
 
 
+log = logging.getLogger(__name__)
+
+
+def on_wayland() -> bool:
+    return QGuiApplication.platformName().startswith("wayland")
+
+
 def can_float() -> bool:
-    """Whether this desktop can show the overlay: not on Wayland (see above)."""
-    return not QGuiApplication.platformName().startswith("wayland")
+    """Whether this desktop can show the overlay: X11, or a Wayland compositor with the layer shell."""
+    return not on_wayland() or _compositor_offers_layer_shell()
+
+
+@functools.cache
+def _compositor_offers_layer_shell() -> bool:
+    return layer_shell.offers_layer_shell(layer_shell.advertised_interfaces())
 
 
 class Overlay(QWidget):
@@ -86,6 +105,15 @@ class Overlay(QWidget):
         self._hide_timer = QTimer(self)
         self._hide_timer.setSingleShot(True)
         self._hide_timer.timeout.connect(self.hide)
+
+        self.layer_mirror: LayerMirror | None = None
+        if on_wayland():
+            self.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)  # never a window of its own (see above)
+            if can_float():
+                try:
+                    self.layer_mirror = LayerMirror(self, layer_shell.LayerSurface("sayso", BOTTOM_MARGIN))
+                except ValueError as error:
+                    log.warning("no overlay: %s", error)
 
     # ---- states -------------------------------------------------------------------------------------
 
@@ -180,3 +208,44 @@ class Overlay(QWidget):
         rect = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
         radius = min(rect.height() / 2, 22.0)
         painter.drawRoundedRect(rect, radius, radius)
+
+
+class LayerMirror(QObject):
+    """Puts a widget that Qt never maps (WA_DontShowOnScreen) on a layer surface while it is shown: its
+    pixels, rendered every ``FRAME_MS``, go to the surface, and hiding it takes the surface away."""
+
+    def __init__(self, widget: QWidget, surface: layer_shell.LayerSurface):
+        super().__init__(widget)
+        self.widget, self.surface = widget, surface
+        self._reader = QSocketNotifier(surface.fileno(), QSocketNotifier.Type.Read, self)
+        self._reader.activated.connect(self._read)
+        self._frames = QTimer(self)
+        self._frames.setInterval(FRAME_MS)
+        self._frames.timeout.connect(self._send_frame)
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Show:
+            self._send_frame()
+            self._frames.start()
+        elif event.type() == QEvent.Type.Hide:
+            self._frames.stop()
+            self.surface.hide()
+        return False
+
+    def _send_frame(self) -> None:
+        scale = math.ceil(self.widget.devicePixelRatioF())  # a fractional scale is drawn at the next whole one
+        image = QImage(self.widget.size() * scale, QImage.Format.Format_ARGB32_Premultiplied)  # wl_shm's ARGB8888
+        image.setDevicePixelRatio(scale)
+        image.fill(Qt.GlobalColor.transparent)
+        self.widget.render(image, QPoint(), QRegion(), QWidget.RenderFlag.DrawChildren)
+        self.surface.show(image.constBits(), image.width(), image.height(), scale)
+
+    def _read(self) -> None:
+        try:
+            self.surface.read()
+        except RuntimeError as error:  # the compositor closed the connection: the overlay is gone for good
+            log.warning("the overlay's Wayland connection is lost: %s", error)
+            self._reader.setEnabled(False)
+            self._frames.stop()
+            self.widget.removeEventFilter(self)

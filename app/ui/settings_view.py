@@ -200,8 +200,9 @@ class SettingsPage(QWidget):
         floating = "A small bar at the bottom of the screen; it never takes the focus."
         if not can_float():
             self.overlay.setEnabled(False)
-            floating = ("Not on Wayland, where an app can't place a bar above the others: the tray icon shows "
-                        "when Sayso listens, and messages appear here and as notifications.")  # fmt: skip
+            floating = ("Not on this desktop, which lets no app place a bar above the others (it has no layer "
+                        "shell): the tray icon shows when Sayso listens, and messages appear here and as "
+                        "notifications.")  # fmt: skip
         card.body.addWidget(_row("Floating indicator", floating, self.overlay))
         self.preview = QCheckBox("Show words while speaking")
         self.preview.toggled.connect(self._changed)

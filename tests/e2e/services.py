@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 APT_PACKAGES = {
@@ -38,6 +39,7 @@ APT_PACKAGES = {
     "dunst": "dunst",
     "sway": "sway",
     "swaymsg": "sway",
+    "grim": "grim",
     "wl-copy": "wl-clipboard",
     "wl-paste": "wl-clipboard",
     "wtype": "wtype",
@@ -305,7 +307,8 @@ class Sway:
         return str(self.folder / "wayland-1")
 
     def windows(self) -> list[dict]:
-        """Every window sway manages (tiled or floating): its app_id, title, pid and rectangle."""
+        """Every window sway manages (tiled or floating): its app_id, title, pid, rectangle and whether it
+        has the focus. Layer surfaces (panels, overlays) are no windows: sway's tree doesn't hold them."""
         socket = next(self.folder.glob("sway-ipc.*.sock"))
         tree = subprocess.run([*self.user, "swaymsg", "-s", str(socket), "-t", "get_tree", "-r"],
                               capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
@@ -313,12 +316,28 @@ class Sway:
 
         def walk(node: dict) -> None:
             if node.get("type") in ("con", "floating_con") and node.get("pid"):
-                found.append({k: node.get(k) for k in ("app_id", "name", "pid", "rect")})
+                found.append({k: node.get(k) for k in ("app_id", "name", "pid", "rect", "focused")})
             for child in node.get("nodes", []) + node.get("floating_nodes", []):
                 walk(child)
 
         walk(json.loads(tree))
         return found
+
+    def screenshot(self, path: Path) -> np.ndarray:
+        """What sway's output shows, layer surfaces included: saved as a PNG at ``path``, returned as
+        (height, width, RGB) pixels. grim runs as sway's user and writes to its standard output, since
+        that user may not write to ``path``'s folder."""
+        from PySide6.QtGui import QImage
+
+        require("grim")
+        env = {"PATH": os.environ["PATH"], "XDG_RUNTIME_DIR": str(self.folder), "WAYLAND_DISPLAY": self.display}
+        shot = subprocess.run([*self.user, "env", *(f"{k}={v}" for k, v in env.items()), "grim", "-"],
+                              capture_output=True, timeout=30, check=True)  # fmt: skip
+        path.write_bytes(shot.stdout)
+        image = QImage.fromData(shot.stdout).convertToFormat(QImage.Format.Format_RGB888)
+        rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+        pixels = rows[:, : image.width() * 3].reshape(image.height(), image.width(), 3)
+        return pixels.copy()  # a copy: the buffer dies with the QImage
 
     def stop(self) -> None:
         self.process.terminate()

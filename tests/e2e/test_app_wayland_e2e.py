@@ -1,10 +1,10 @@
 """Sayso started natively on a Wayland compositor (a headless sway), as a user of a Wayland desktop
 without the shortcuts portal meets it: one window, the shortcut hint in it, and a dictation started and
-stopped with ``sayso --toggle`` (the binding the hint asks for) that opens no other window and is pasted
-into the Wayland app that has the focus; and, where sway's IPC is at hand (SWAYSOCK), the shortcut held
-down and let go through bindings Sayso adds to sway. Qt can't
-make a layer-shell surface, so there is no overlay on Wayland: an ordinary window there is one the
-compositor tiles beside the user's (``app.overlay.can_float``)."""
+stopped with ``sayso --toggle`` (the binding the hint asks for) that is pasted into the Wayland app that
+has the focus; and, where sway's IPC is at hand (SWAYSOCK), the shortcut held down and let go through
+bindings Sayso adds to sway. The overlay is a layer surface (``app.platform.layer_shell``): it shows
+above the windows in sway's output and is no window in sway's tree, so it is never tiled and never
+takes the focus."""
 
 import os
 import signal
@@ -14,37 +14,80 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from e2e.app_process import REPO, AppProcess  # noqa: E402
 from e2e.fixtures import pulse, session_bus, sway  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow, copied_in_a_wayland_app  # noqa: E402
+from sayso.app.ui.overlay import BOTTOM_MARGIN, WIDTH  # noqa: E402
+from sayso.app.ui.style import COLORS  # noqa: E402
 
 from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
 
 
-def test_a_toggled_dictation_on_sway_opens_no_window_but_the_main_one(sway, pulse, tmp_path):
+def overlay_pixels(screenshot: np.ndarray) -> tuple[float, int]:
+    """In the overlay's place on the output (bottom centre, ``BOTTOM_MARGIN`` above the edge): the share
+    of the pill's dark colour in the strip along its lower edge, and the count of the red dot's pixels."""
+    height, width = screenshot.shape[:2]
+    bottom, centre = height - BOTTOM_MARGIN, width // 2
+    place = screenshot[bottom - 80 : bottom, centre - WIDTH // 2 : centre + WIDTH // 2].astype(int)
+    dark = np.array([int(COLORS["overlay"][i : i + 2], 16) for i in (1, 3, 5)])
+    strip = place[-20:-4, 24:-24]  # inside the rounded corners, below the text
+    dark_share = float(np.mean(np.all(np.abs(strip - dark) < 24, axis=-1)))
+    r, g, b = place[..., 0], place[..., 1], place[..., 2]
+    return dark_share, int(np.sum((r > 110) & (r > 2 * g) & (r > 2 * b)))
+
+
+def test_a_toggled_dictation_on_sway_shows_the_overlay_on_a_layer_surface_not_in_a_window(sway, pulse, tmp_path):
+    """While recording, the overlay's pixels (its dark pill, its red dot) are at the bottom centre of
+    sway's output, where before there were none, yet sway's tree holds no window beside the main one
+    and the editor keeps the focus; the text is pasted into it, and once the "Inserted" message has
+    hidden, the overlay is gone. The screenshots stay in the test's folder."""
+    require("wl-copy", "wtype")
     data = tmp_path / "sayso"
     env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
     settings = {"model": str(TINY_EN_GGUF), "device": "cpu", "mode": "toggle", "cues": False}
     app = AppProcess(data, settings, env=env)
+    editor = None
     try:
         app.wait_for_log(r"Sayso is ready", timeout=600)
         ours = lambda: [w for w in sway.windows() if w["pid"] == app.process.pid]  # noqa: E731
         (window,) = ours()
         assert window["app_id"] == "sayso" and window["name"] == "Sayso"
+        editor = TargetWindow("sayso-wayland-editor", env=env)  # opened last, so it has the focus
+        focused = lambda: [w["name"] for w in sway.windows() if w["focused"]]  # noqa: E731
+        deadline = time.monotonic() + 30
+        while focused() != ["sayso-wayland-editor"]:
+            assert time.monotonic() < deadline, sway.windows()
+            time.sleep(0.1)
+        before = overlay_pixels(sway.screenshot(tmp_path / "before.png"))
+        assert before[0] < 0.05 and before[1] == 0, before
 
         toggle = [sys.executable, "-m", "sayso", "--toggle"]
         subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
         app.wait_for_log(r"recording \(target window", timeout=30)
         pulse.play(AUDIO / "jfk.wav")
-        assert ours() == [window]  # recording: no overlay, no hint window beside the main one
+        recording = overlay_pixels(sway.screenshot(tmp_path / "recording.png"))
+        assert recording[0] > 0.5 and recording[1] >= 20, recording
+        assert [w["name"] for w in ours()] == ["Sayso"]  # no overlay window, no hint window beside the main one
+        assert focused() == ["sayso-wayland-editor"]
+
         subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
-        app.wait_for_log(r"transcribed .* after key-up", timeout=300)
-        app.wait_for_log(r"delivered|kept in app", timeout=30)
-        assert ours() == [window]
+        text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
+        assert words(text) == JFK_WORDS
+        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        deadline = time.monotonic() + 10  # "Inserted" shows for 0.9 s
+        while (after := overlay_pixels(sway.screenshot(tmp_path / "after.png")))[0] > 0.05:
+            assert time.monotonic() < deadline, after
+            time.sleep(0.2)
+        assert after[1] == 0, after
+        assert [w["name"] for w in ours()] == ["Sayso"] and focused() == ["sayso-wayland-editor"]
     finally:
+        if editor is not None:
+            editor.close()
         assert app.stop() == 0, "\n".join(app.log[-30:])  # SIGTERM: a clean quit, not a crash
     with sqlite3.connect(f"file:{data / 'history.sqlite3'}?mode=ro", uri=True) as db:
         (text,) = db.execute("SELECT text FROM dictations").fetchone()
