@@ -15,6 +15,8 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from PySide6.QtCore import Qt  # noqa: E402
+
 from e2e.fixtures import sway  # noqa: E402, F401
 from sayso.app.platform.layer_shell import LayerSurface, advertised_interfaces, offers_layer_shell  # noqa: E402
 from sayso.app.ui import overlay  # noqa: E402
@@ -87,7 +89,8 @@ def compositor_without_layer_shell(tmp_path, monkeypatch):
     display.destroy()
 
 
-def test_a_compositor_without_the_layer_shell_gets_no_overlay(compositor_without_layer_shell, monkeypatch):
+def test_a_compositor_without_the_layer_shell_gets_no_overlay(compositor_without_layer_shell, monkeypatch, qtbot):
+    """No layer surface, ``can_float`` false, and the overlay widget never a window of its own."""
     monkeypatch.setenv("WAYLAND_DISPLAY", compositor_without_layer_shell)
     assert advertised_interfaces() >= {"wl_compositor", "wl_shm"}
     assert not offers_layer_shell(advertised_interfaces())
@@ -98,6 +101,9 @@ def test_a_compositor_without_the_layer_shell_gets_no_overlay(compositor_without
     overlay._compositor_offers_layer_shell.cache_clear()  # the answer is read once a process
     try:
         assert not overlay.can_float()
+        widget = overlay.Overlay()
+        qtbot.addWidget(widget)
+        assert widget.layer_mirror is None and widget.testAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
     finally:
         overlay._compositor_offers_layer_shell.cache_clear()
 
