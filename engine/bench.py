@@ -223,7 +223,7 @@ def measure_folder(engine: str, model: str, folder: str, batch: int = 1, runs: i
         "audio_s": round(audio_s, 2),
         "load_ms": round(load_ms, 1),
         "wall_s": round(wall_s, 3),
-        "hours_per_hour": round(audio_s / wall_s, 1),
+        "hours_per_hour": round(audio_s / wall_s, 2),
         "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "texts": texts,
     }
@@ -277,7 +277,7 @@ def folder_table(results: list[dict]) -> str:
             rows.append(f"{r['engine']:<24}  not run: {r['error']}")
             continue
         rows.append(f"{r['engine']:<24}{r['batch']:>6}{r['files']:>6}{r['audio_s']:>9.1f}{r['wall_s']:>9.2f}"
-                    f"{r['hours_per_hour']:>10.1f}{base['hours_per_hour'] / r['hours_per_hour']:>11.2f}"
+                    f"{r['hours_per_hour']:>10.2f}{base['hours_per_hour'] / r['hours_per_hour']:>11.2f}"
                     f"{str(r['texts'] == base['texts']):>10}")
     return "\n".join(rows)
 

@@ -285,9 +285,10 @@ class Engine:
 
         ``batch``: windows the encoder takes in one pass, from the next pieces of audio, of one file or
         of several (default: ``encoder_batch``); a family that encodes one window at a time, or a batch
-        of 1, transcribes the files one after the other. A piece's first window is
-        encoded with the batch, any window after a seek inside it alone, and every window is decoded
-        in the file's order, so that a piece's language is the one before it, as file by file.
+        of 1, transcribes the files one after the other. A piece's first window is encoded with the
+        batch, any window after a seek inside it alone, and every window is decoded in the file's
+        order, so that a piece's language is the one before it, as file by file. Windows encoded on a
+        GPU that failed before they were decoded are encoded again on the CPU, as the piece then is.
         """
         self.check_options(language, task)
         batch = batch or self.encoder_batch()
@@ -303,14 +304,18 @@ class Engine:
         runs: dict[Path, _FileRun] = {}
         while group := self._next_batch(queue, batch, cancel):
             spans = [self.speech_span(item.pcm) if item.pcm is not None else None for item in group]
-            encoded = self._encode_windows([item.pcm[span.start:span.end] for item, span in zip(group, spans) if span])
+            encoded = iter(self._encode_windows([item.pcm[span.start:span.end]
+                                                 for item, span in zip(group, spans) if span]))
+            serial = self.backend_serial
             for item, span in zip(group, spans):
                 run = runs.get(item.path)
                 if run is None:
                     run = runs[item.path] = _FileRun(language, _header_seconds(item.path))
                 report = partial(progress, item.path) if progress else None
                 if item.pcm is not None:
-                    window = encoded.pop(0) if span else None
+                    window = next(encoded) if span else None
+                    if self.backend_serial != serial:  # the model moved to the CPU: the GPU's windows are gone
+                        window = None
                     found, found_language = self.transcribe_piece(item.pcm, item.offset, span, run.language, task,
                                                                   prompt, encoded=window)
                     run.add(found, found_language, item.offset, item.pcm, report)

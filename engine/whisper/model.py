@@ -127,7 +127,7 @@ class WhisperModel:
         # again: a window then allocates no cache, and a GPU reuses the bind groups that name them.
         self._spare_cross_caches: list[list[KVCache]] = []
         self._spare_self_caches: list[list[KVCache]] = []
-        self._batch_positions: dict[int, Tensor] = {1: self.enc_positions}
+        self._batch_positions: tuple[int, Tensor] | None = None  # (batch, its table): ``_positions``
 
     # ---- building blocks ----------------------------------------------------------------------------
 
@@ -162,7 +162,7 @@ class WhisperModel:
         """Encode several 30 s windows in one pass, each mel as ``encode`` takes it: the products take the
         rows of every window at once, the convolutions and attention keep to each window's own, so each
         output is the one ``encode`` gives for that window. A backend's features are read back to be
-        joined (about 1 MB a window, little beside the pass)."""
+        joined (3000 x n_mels floats a window, little beside the pass)."""
         c = self.config
         frames = [np.ascontiguousarray(mel.T) if isinstance(mel, np.ndarray) else self.ops.read(mel) for mel in mels]
         for mel in frames:
@@ -203,11 +203,14 @@ class WhisperModel:
         return outputs
 
     def _positions(self, batch: int) -> Tensor:
-        """The positional table [n_audio_ctx, d] repeated for ``batch`` windows, made once per batch size."""
-        if batch not in self._batch_positions:
-            table = self.ops.read(self.enc_positions)
-            self._batch_positions[batch] = self.ops.tensor(np.tile(table, (batch, 1)))
-        return self._batch_positions[batch]
+        """The positional table [n_audio_ctx, d] repeated for ``batch`` windows. The last batch size's is
+        kept: an archive's passes are of one size but its last."""
+        if batch == 1:
+            return self.enc_positions
+        if self._batch_positions is None or self._batch_positions[0] != batch:
+            table = np.tile(self.ops.read(self.enc_positions), (batch, 1))
+            self._batch_positions = batch, self.ops.tensor(table)
+        return self._batch_positions[1]
 
     def _caches(self, spare: list[list[KVCache]], capacity: int) -> list[KVCache]:
         """A KV cache per decoder layer for ``capacity`` positions: a spare set if there is one (its

@@ -23,21 +23,27 @@ def engine():
     return Engine(TINY_EN_GGUF, device="cpu")
 
 
-def folder_of_clips(folder):
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
     """The clips, and a file that isn't audio between them: the paths in the order given."""
-    folder.mkdir()
+    folder = tmp_path_factory.mktemp("clips")
     paths = [shutil.copy(AUDIO / clip, folder / clip) for clip in CLIPS]
     broken = folder / "broken.wav"
     broken.write_bytes(b"RIFF and nothing of a wave")
     return [paths[0], broken, *paths[1:]]
 
 
+@pytest.fixture(scope="module")
+def alone(engine, clips):
+    """The clips transcribed file by file."""
+    return list(engine.transcribe_many(clips, batch=1))
+
+
 @needs_clips(*CLIPS)
 @pytest.mark.parametrize("batch", [3, 4])
-def test_batched_windows_give_every_file_its_own_transcript(engine, tmp_path, batch):
+def test_batched_windows_give_every_file_its_own_transcript(engine, clips, alone, batch):
     """Batches of 3 split two_cities' pieces between two passes; of 4 take every piece in one."""
-    paths = folder_of_clips(tmp_path / "clips")
-    alone = list(engine.transcribe_many(paths, batch=1))
+    paths = clips
     together = list(engine.transcribe_many(paths, batch=batch))
     assert [path for path, _ in together] == [path for path, _ in alone] == paths
     assert isinstance(together[1][1], AudioError) and str(together[1][1]) == str(alone[1][1])
@@ -72,3 +78,23 @@ def test_the_default_batch_is_the_backends_as_far_as_memory_allows(engine, monke
     assert engine.encoder_batch() == 8
     monkeypatch.setattr(engine_module, "ENCODER_BATCH_BYTES", 3 * engine.transcriber.window_bytes + 1)
     assert engine.encoder_batch() == 3
+
+
+def test_windows_encoded_before_the_model_moved_to_the_cpu_are_encoded_again(engine, tmp_path, monkeypatch):
+    """A GPU lost while a batch is decoded: the rest of the batch's windows were the GPU's, so each piece
+    is encoded again on the backend the model moved to (here the move is only counted)."""
+    paths = []
+    for clip in ("jfk.wav", "beckett.wav"):
+        save_wav(tmp_path / clip, load_audio(AUDIO / clip)[: 16000 * 3])
+        paths.append(tmp_path / clip)
+    alone = list(engine.transcribe_many(paths, batch=1))
+    given, transcribe_piece = [], engine.transcribe_piece
+
+    def moving_after_the_first(*args, encoded=None, **kwargs):
+        given.append(encoded)
+        engine.backend_serial += 1
+        return transcribe_piece(*args, encoded=encoded, **kwargs)
+
+    monkeypatch.setattr(engine, "transcribe_piece", moving_after_the_first)
+    assert list(engine.transcribe_many(paths, batch=2)) == alone
+    assert given[0] is not None and given[1:] == [None]

@@ -20,10 +20,10 @@ from sayso.engine.ops import Backend, Position, WeightSource
 
 
 ENCODER_BATCH = 8
-"""Windows per encoder pass on a real GPU (``Ops.encoder_batch``), at most: a window's products
-(1500 rows) leave a large GPU's cores idle in a small model's narrow layers, and 8 windows' rows fill
-them; fewer where their memory would not fit (``engine.engine.ENCODER_BATCH_BYTES``). A software
-adapter takes one: its CPU cores gain nothing from longer products."""
+"""Windows per encoder pass on a GPU (``Ops.encoder_batch``), at most: a window's products (1500 rows)
+leave a large GPU's cores idle in a small model's narrow layers, and each pass's dispatches cost the
+host the same whatever their rows; fewer where their memory would not fit
+(``engine.engine.ENCODER_BATCH_BYTES``). Even lavapipe gains (docs/PERFORMANCE.md)."""
 
 
 class GpuOpsBase(Backend):
@@ -31,6 +31,7 @@ class GpuOpsBase(Backend):
 
     name = "gpu"
     runs_beside_host = True
+    encoder_batch = ENCODER_BATCH
 
     def __init__(self, device: Device | None = None, kernels_dir: Path | None = None) -> None:
         """``kernels_dir``: where to list the pipelines built, so the next start builds them ahead
@@ -42,7 +43,6 @@ class GpuOpsBase(Backend):
         self.kernels = Kernels(self.device, known)
         self.pool = BufferPool(self.device)
         self.fast = FastTier(self)
-        self.encoder_batch = 1 if self.device.is_cpu else ENCODER_BATCH
         self._loading: ModelUpload | None = None  # while ``loading``
 
     # What needs the device open is made at first use: a model loads while it opens (``Device``).
