@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
 from sayso.app.core.archive import ArchiveFile, ArchiveRun, Progress, Summary
 from sayso.engine.errors import AudioError, SaysoError
+
+log = logging.getLogger(__name__)
 
 LOCAL = "local"
 """``--ray local``: a Ray instance of this machine's own, started and stopped by the command."""
@@ -30,9 +33,16 @@ IN_FLIGHT_PER_WORKER = 2
 idles for a round trip, while the rest stay here (a huge archive is not queued on the cluster at once,
 and files go to the workers that finish first)."""
 RESTARTS = 2
-"""How often Ray restarts a worker that died (its process or its node), retrying the files it held, on
-another node when its own is gone. A worker dead after that fails the files it held (a rerun tries them
-again) and the run goes on with the others."""
+"""How often Ray restarts a worker that died (its process or its node), on another node when its own is
+gone (where the cluster has room for it: else it waits for room). A worker dead after that is dropped and
+the run goes on with the others."""
+REST_SECONDS = 1.0
+"""How often a worker that Ray is restarting is asked whether it is back."""
+ATTEMPTS = 3
+"""Workers a file is sent to before it is recorded as failed (a rerun tries it again): a file whose worker
+was lost goes back to the queue, since Ray can't tell whether a lost task ran, and a transcription run
+twice writes nothing twice (the driver writes the outputs). A file that kills every worker it reaches
+stops there."""
 LOCAL_OBJECT_STORE_BYTES = 100 * 2**20
 """``--ray local``'s object store: only transcripts travel through it, so Ray's default (30% of the
 machine's memory) would reserve memory for nothing."""
@@ -53,6 +63,10 @@ class ArchiveWorker:
             os.environ.setdefault(ADAPTER_ENV, str(int(gpus[0])))
         self.engine = Engine(model, device=device)
         self.options = options
+
+    def ready(self) -> bool:
+        """Whether this worker answers: a worker Ray restarted is asked before files go to it again."""
+        return True
 
     def transcribe(self, path: str):
         """The file's transcript, or its ``AudioError``'s message (a bad file, recorded as failed); any other
@@ -112,39 +126,70 @@ def _start_workers(ray, model: str, device: str, options: dict, workers: int | N
 
 def _transcribe_on(ray, run: ArchiveRun, workers: list, show, failed) -> None:
     """Send the files to do to the ``workers``, at most ``IN_FLIGHT_PER_WORKER`` each, recording each
-    outcome as it comes back, in whatever order."""
-    from ray.exceptions import RayActorError, RayTaskError
+    outcome as it comes back, in whatever order.
+
+    A worker whose process or node died answers ``ActorUnavailableError`` while Ray restarts it (Ray can't
+    tell whether the file was done): its files go back to the queue for the other workers (``ATTEMPTS``),
+    and it rests, asked ``ready`` every ``REST_SECONDS``, until it answers again. A worker that Ray gave up
+    on (``ActorDiedError``) is dropped."""
+    from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
     queue = deque(run.todo)
-    pending = {}  # a result to come -> (its file, the worker doing it)
+    pending = {}  # a result to come -> (its file, or None for a ``ready`` probe; the worker asked)
+    attempts = Counter()
+    resting = {}  # a worker being restarted -> when to ask it whether it is back
 
-    def send(worker) -> None:
-        if queue:
+    def fill(worker) -> None:
+        while queue and sum(w is worker for _, w in pending.values()) < IN_FLIGHT_PER_WORKER:
             file = queue.popleft()
+            attempts[file.path] += 1
             pending[worker.transcribe.remote(str(file.path))] = (file, worker)
 
+    def lost(file: ArchiveFile, error: Exception) -> str | None:
+        """Why ``file`` failed, or None when it goes to a worker again."""
+        if attempts[file.path] >= ATTEMPTS:
+            return f"its Ray worker died {attempts[file.path]} times: {str(error).splitlines()[0]}"
+        queue.appendleft(file)
+        return None
+
     for worker in workers:
-        for _ in range(IN_FLIGHT_PER_WORKER):
-            send(worker)
+        fill(worker)
     show(run.progress, 0.0)
-    while pending:
-        [ready], _ = ray.wait(list(pending), num_returns=1)
-        file, worker = pending.pop(ready)
+    while pending or (queue and resting):
+        if pending:
+            ready = ray.wait(list(pending), num_returns=1, timeout=REST_SECONDS)[0]
+        else:  # every worker left is being restarted
+            time.sleep(REST_SECONDS)
+            ready = []
+        now = time.monotonic()
+        for worker in [w for w, at in resting.items() if at <= now]:
+            del resting[worker]
+            pending[worker.ready.remote()] = (None, worker)
+        if not ready:
+            continue
+        file, worker = pending.pop(ready[0])
         try:
-            outcome = ray.get(ready)
+            outcome = ray.get(ready[0])
         except RayTaskError as error:  # not a bad file: e.g. options the model refuses
             raise error.cause from None
         except RayActorError as error:
-            outcome = f"its Ray worker died: {str(error).splitlines()[0]}"
+            outcome = lost(file, error) if file is not None else None
             if worker in workers:
                 workers.remove(worker)
-        if isinstance(outcome, str):
+            probed = any(f is None and w is worker for f, w in pending.values())
+            if isinstance(error, ActorUnavailableError) and not probed:
+                resting[worker] = now + REST_SECONDS
+                log.info("archive: a Ray worker is being restarted (%s)", str(error).splitlines()[0])
+            worker = None
+        if file is not None and isinstance(outcome, str):
             run.record_failed(file, outcome)
             failed(file.path, outcome)
-        else:
+        elif file is not None and outcome is not None:
             run.record_done(file, outcome)
-        if worker in workers:
-            send(worker)
+        elif file is None and worker is not None and worker not in workers:  # a rested worker is back
+            workers.append(worker)
+        for spare in list(workers):  # a file handed back goes to whoever has room
+            fill(spare)
         show(run.progress, 0.0)
     if queue:
         raise SaysoError(f"Every Ray worker died, {len(queue)} files not sent: rerun to do them.")

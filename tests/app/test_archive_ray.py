@@ -35,8 +35,9 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
-def _worker_at_work(driver: int) -> int | None:
-    """A process of this command's Ray instance that is transcribing a file, if there is one."""
+def _worker_at_work(*ancestors: int) -> int | None:
+    """A Ray worker process below one of ``ancestors`` (the command that started a Ray instance, or a
+    cluster's raylets) that is transcribing a file, if there is one."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -45,9 +46,27 @@ def _worker_at_work(driver: int) -> int | None:
                 title = cmdline.read()
         except OSError:
             continue
-        if title.startswith(WORKER_AT_WORK) and _descends_from(int(name), driver):
+        if title.startswith(WORKER_AT_WORK) and any(_descends_from(int(name), a) for a in ancestors):
             return int(name)
     return None
+
+
+def _clips(folder: Path, count: int) -> list[Path]:
+    folder.mkdir()
+    clips = [folder / f"take{i}.wav" for i in range(count)]
+    for clip in clips:
+        shutil.copy(AUDIO / "jfk.wav", clip)
+    return clips
+
+
+def _assert_each_clip_done_once(out: Path, clips: list[Path], status: int, stderr: str) -> None:
+    assert status == 0, stderr
+    assert f"sayso: {len(clips)} transcribed, 0 skipped (done before), 0 failed" in stderr
+    done = Counter(r["input"]["path"] for r in records(out) if r["status"] == "done")
+    assert done == {str(clip.resolve()): 1 for clip in clips}, "a file transcribed twice, or never"
+    texts = outputs(out)
+    assert sorted(texts) == sorted(f"{clip.name}.txt" for clip in clips)
+    assert all(words(text) == JFK_WORDS for text in texts.values())
 
 
 def test_a_ray_worker_killed_mid_file_is_restarted_and_no_file_is_lost(tmp_path):
@@ -56,10 +75,7 @@ def test_a_ray_worker_killed_mid_file_is_restarted_and_no_file_is_lost(tmp_path)
     if importlib.util.find_spec("ray") is None:
         skip_or_fail("needs Ray: pip install -e '.[cluster]'")
     folder, out = tmp_path / "archive", tmp_path / "out"
-    folder.mkdir()
-    clips = [folder / f"take{i}.wav" for i in range(6)]
-    for clip in clips:
-        shutil.copy(AUDIO / "jfk.wav", clip)
+    clips = _clips(folder, 6)
 
     run = transcribe(folder, out, tmp_path / "data", "--ray", "local", "--ray-workers", "2")
     killed = None
@@ -71,10 +87,36 @@ def test_a_ray_worker_killed_mid_file_is_restarted_and_no_file_is_lost(tmp_path)
     status, stderr = finish(run)
     assert killed is not None, f"no worker was seen at work\n{stderr}"
     assert not Path(f"/proc/{killed}").exists()
-    assert status == 0, stderr
-    assert "sayso: 6 transcribed, 0 skipped (done before), 0 failed" in stderr
-    done = Counter(r["input"]["path"] for r in records(out) if r["status"] == "done")
-    assert done == {str(clip.resolve()): 1 for clip in clips}, "a file transcribed twice, or never"
-    texts = outputs(out)
-    assert sorted(texts) == sorted(f"{clip.name}.txt" for clip in clips)
-    assert all(words(text) == JFK_WORDS for text in texts.values())
+    _assert_each_clip_done_once(out, clips, status, stderr)
+
+
+def test_the_files_of_a_node_that_dies_are_done_on_another_node_of_the_cluster(tmp_path):
+    """``--ray ADDRESS``: a cluster of a head and three worker nodes (Ray's own multi-node harness, each node
+    its own raylet), two engines spread over them; the node of an engine at work is taken out, as a machine
+    that fails: Ray restarts the engine on the spare node and its files are done there, each once."""
+    if importlib.util.find_spec("ray") is None:
+        skip_or_fail("needs Ray: pip install -e '.[cluster]'")
+    from ray.cluster_utils import Cluster
+
+    folder, out = tmp_path / "archive", tmp_path / "out"
+    clips = _clips(folder, 6)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})  # the engines go to the workers
+    try:
+        raylets = {}
+        for _ in range(3):
+            node = cluster.add_node(num_cpus=1)
+            raylets[node.all_processes["raylet"][0].process.pid] = node
+        run = transcribe(folder, out, tmp_path / "data", "--ray", cluster.address, "--ray-workers", "2")
+        lost = None
+        deadline = time.monotonic() + 120
+        while lost is None and run.poll() is None and time.monotonic() < deadline:
+            worker = _worker_at_work(*raylets)
+            if worker is not None:
+                lost = next(pid for pid in raylets if _descends_from(worker, pid))
+                cluster.remove_node(raylets[lost], allow_graceful=False)
+            time.sleep(0.05)
+        status, stderr = finish(run)
+    finally:
+        cluster.shutdown()
+    assert lost is not None, f"no worker was seen at work\n{stderr}"
+    _assert_each_clip_done_once(out, clips, status, stderr)
