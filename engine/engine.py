@@ -330,11 +330,13 @@ class Engine:
 
     def encoder_batch(self) -> int:
         """Windows per encoder pass by default: the backend's ``Ops.encoder_batch``, fewer where their
-        memory (the family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES``; 1 for a family that
-        encodes one window at a time."""
+        memory (the family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES`` or its largest tensor
+        the backend's ``max_tensor_bytes``; 1 for a family that encodes one window at a time."""
         if "encoded" not in self.transcriber.stream_hooks:
             return 1
-        return max(1, min(self.ops.encoder_batch, ENCODER_BATCH_BYTES // self.transcriber.window_bytes))
+        transcriber = self.transcriber
+        return max(1, min(self.ops.encoder_batch, ENCODER_BATCH_BYTES // transcriber.window_bytes,
+                          self.ops.max_tensor_bytes // transcriber.window_largest_bytes))
 
     def _pieces_of(self, paths: Iterable[Path]) -> Iterator[_Piece]:
         """The pieces of every file, one file after the other, each file's closed by its end or its error."""

@@ -152,6 +152,10 @@ class Ops(abc.ABC):
     ``engine.engine.Engine.transcribe_many``): its products then have the rows of all of them. 1
     where more rows make no product faster (the CPU: docs/PERFORMANCE.md)."""
 
+    max_tensor_bytes: int = 2**62
+    """The largest tensor the backend takes: a GPU binds each whole (``max-storage-buffer-binding-size``,
+    128 MiB on some); numpy, as large as memory allows. A batched pass's products keep within it."""
+
     search_steps_per_read: int = 1
     """Steps of a transducer's greedy search (``engine.conformer.search``) to record between read-backs
     of its state: on a GPU enough that a round trip is rare; the steps recorded past the end change

@@ -54,6 +54,13 @@ class WhisperTranscriber:
         cross_caches = c.n_text_layer * 2 * c.n_audio_ctx * c.n_text_state * 2
         return activations + cross_caches
 
+    @property
+    def window_largest_bytes(self) -> int:
+        """Bytes one more window adds to a batched pass's largest tensor, the FFN's hidden layer (4d
+        floats a position): a batch keeps that tensor within ``Ops.max_tensor_bytes``."""
+        c = self.model.config
+        return c.n_audio_ctx * 4 * c.n_audio_state * 4
+
     def encode_windows(self, pieces: list[np.ndarray]) -> list[EncoderOutput]:
         """The first window of each piece (its first 30 s) encoded in one pass (``WhisperModel.encode_many``),
         each what ``transcribe(piece, ..., encoded=)`` takes for it."""

@@ -78,6 +78,8 @@ def test_the_default_batch_is_the_backends_as_far_as_memory_allows(engine, monke
     assert engine.encoder_batch() == 8
     monkeypatch.setattr(engine_module, "ENCODER_BATCH_BYTES", 3 * engine.transcriber.window_bytes + 1)
     assert engine.encoder_batch() == 3
+    monkeypatch.setattr(engine.ops, "max_tensor_bytes", 2 * engine.transcriber.window_largest_bytes)  # a GPU's binding
+    assert engine.encoder_batch() == 2
 
 
 def test_windows_encoded_before_the_model_moved_to_the_cpu_are_encoded_again(engine, tmp_path, monkeypatch):

@@ -33,6 +33,10 @@ class GpuOpsBase(Backend):
     runs_beside_host = True
     encoder_batch = ENCODER_BATCH
 
+    @property
+    def max_tensor_bytes(self) -> int:
+        return self.device.max_binding
+
     def __init__(self, device: Device | None = None, kernels_dir: Path | None = None) -> None:
         """``kernels_dir``: where to list the pipelines built, so the next start builds them ahead
         (``engine.gpu.kernels``); not on a software adapter, whose few cores the work needs."""
