@@ -269,7 +269,7 @@ def test_holding_the_shortcut_on_sway_dictates_through_sways_bindings(sway, puls
         assert hold.wait(timeout=30) == 0
         key_up = time.time()
         text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
-        print(f"\nkey-up to text (sway bindings, wl-copy + wtype paste, 11 s of speech): "
+        print(f"\nkey-up to text (sway bindings, data-control + wtype paste, 11 s of speech): "
               f"{(editor.changed_at - key_up) * 1000:.0f} ms")  # fmt: skip
         assert words(text) == JFK_WORDS
         app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
