@@ -9,7 +9,7 @@
 // probability (f32 bits). The search is over once t reaches the frame count; every kernel then
 // leaves what it would write as it is.
 
-const HEADER = 4u;  // NONE and the online softmax partials are online_softmax.wgsl's, first in the module
+const HEADER = 4u;  // NONE, the partials and `reduce_partial` come before this file in the module
 
 // ---- joint_hidden: the joint's hidden layer at frame t ---------------------------------------------
 // hidden [J] = act(encoder [T, J] at row t + prediction [J]), where the prediction is the joint's
@@ -51,7 +51,7 @@ fn joint_hidden(@builtin(global_invocation_id) gid: vec3<u32>) {
 // ---- choose: the step's token and duration, and the search's next position --------------------------
 // logits [n_tokens + n_durations] (the blank is token n_tokens - 1). One workgroup: each thread walks a
 // strided share of the tokens keeping the largest logit, its index and the sum of exp(logit - largest);
-// a tree reduction merges them (lower index on ties, as numpy's argmax); thread 0 picks the duration,
+// `reduce_partial` merges them (lower index on ties, as numpy's argmax); thread 0 picks the duration,
 // records an emission and moves t on. On an emission `ids` [1] gets the token, for the predictor's
 // embedding.
 
@@ -71,26 +71,15 @@ override WG: u32 = 256u;  // threads, a power of two
 @group(0) @binding(3) var<storage, read_write> state: array<u32>;
 @group(0) @binding(4) var<storage, read_write> ids: array<u32>;
 
-var<workgroup> best_m: array<f32, WG>;
-var<workgroup> best_s: array<f32, WG>;
-var<workgroup> best_i: array<u32, WG>;
-
-// Merges two partials, rescaling only the sum whose maximum loses (no exp(0) factor for the winner's).
-fn merge_partials(a: Partial, b: Partial) -> Partial {
-    if (b.i == NONE) {
-        return a;
-    }
-    if (a.i == NONE) {
-        return b;
-    }
-    if (takes_over(a, b)) {
-        return Partial(b.m, a.s * exp(a.m - b.m) + b.s, b.i);
-    }
-    return Partial(a.m, a.s + b.s * exp(b.m - a.m), a.i);
-}
-
 @compute @workgroup_size(WG)
-fn choose(@builtin(local_invocation_index) l: u32) {
+fn choose(inv: Invocation) {
+    let l = inv.lid;
+    if (cp.n_tokens == 0u) {  // an empty problem is the fast tier's probe (engine/gpu/fast.py)
+        let seen = subgroup_layout(inv);
+        state[2u * l] = bitcast<u32>(seen.x);
+        state[2u * l + 1u] = bitcast<u32>(seen.y);
+        return;
+    }
     let t = state[0];
     if (t >= cp.frames) {
         if (l == 0u) {
@@ -102,24 +91,11 @@ fn choose(@builtin(local_invocation_index) l: u32) {
     for (var j = l; j < cp.n_tokens; j += WG) {
         part = push(part, logits[j], j);
     }
-    best_m[l] = part.m;
-    best_s[l] = part.s;
-    best_i[l] = part.i;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (l < stride) {
-            let b = merge_partials(Partial(best_m[l], best_s[l], best_i[l]),
-                                   Partial(best_m[l + stride], best_s[l + stride], best_i[l + stride]));
-            best_m[l] = b.m;
-            best_s[l] = b.s;
-            best_i[l] = b.i;
-        }
-        workgroupBarrier();
-    }
+    let best = reduce_partial(part, inv);
     if (l != 0u) {
         return;
     }
-    let token = best_i[0];
+    let token = best.i;
     let blank = cp.n_tokens - 1u;
     var duration = 1u;
     var moves = token == blank;  // RNN-T: a blank moves on one frame, a token stays
@@ -141,7 +117,7 @@ fn choose(@builtin(local_invocation_index) l: u32) {
         state[at] = token;
         state[at + 1u] = t;
         state[at + 2u] = duration;
-        state[at + 3u] = bitcast<u32>(1.0 / best_s[0]);  // exp(m - m) / sum
+        state[at + 3u] = bitcast<u32>(1.0 / best.s);  // exp(m - m) / sum
         n += 1u;
         ids[0] = token;
     }

@@ -3,11 +3,12 @@
 //
 // One workgroup. Each thread walks a strided share of the vocabulary once, skipping disallowed
 // tokens, and keeps two online softmax partials, one over text (ids below timestamp_begin) and one
-// over timestamps: the largest logit, its index and the sum of exp(logit - largest). A tree
-// reduction merges the partials; thread 0 then applies the "timestamps are likelier than any text
+// over timestamps: the largest logit, its index and the sum of exp(logit - largest).
+// `reduce_partial` merges each set's; thread 0 then applies the "timestamps are likelier than any text
 // token" rule, picks the token and writes it to `ids` (what the next step's embed reads), appends it
-// to the history in `state` and updates the state. The partials (`Partial`, `push`, NONE for an empty
-// set) are online_softmax.wgsl's, which comes first in the module.
+// to the history in `state` and updates the state. The partials (`Partial`, `push`, `merge`, NONE for
+// an empty set) are online_softmax.wgsl's, and `reduce_partial` the tier's, before this file in the
+// module.
 //
 // state (u32): [0] tokens chosen so far n, [1] the last chosen timestamp (0: none yet),
 // [2 .. 2+capacity) the chosen tokens, [2+capacity .. 2+2*capacity) their log-probabilities (f32 bits).
@@ -31,32 +32,19 @@ override WG: u32 = 256u;  // threads, a power of two
 @group(0) @binding(3) var<storage, read_write> state: array<u32>;
 @group(0) @binding(4) var<storage, read_write> ids: array<u32>;
 
-var<workgroup> text_m: array<f32, WG>;
-var<workgroup> text_s: array<f32, WG>;
-var<workgroup> text_i: array<u32, WG>;
-var<workgroup> stamp_m: array<f32, WG>;
-var<workgroup> stamp_s: array<f32, WG>;
-var<workgroup> stamp_i: array<u32, WG>;
-
-// Merges two partials; on equal maxima the lower index wins (numpy's argmax).
-fn merge(a: Partial, b: Partial) -> Partial {
-    if (a.i == NONE) {
-        return b;
-    }
-    if (b.i == NONE) {
-        return a;
-    }
-    let m = max(a.m, b.m);
-    let s = a.s * exp(a.m - m) + b.s * exp(b.m - m);
-    return Partial(m, s, select(a.i, b.i, takes_over(a, b)));
-}
-
 fn masked(plane: u32, j: u32) -> bool {
     return ((masks[plane * p.words + j / 32u] >> (j % 32u)) & 1u) != 0u;
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) l: u32) {
+fn main(inv: Invocation) {
+    let l = inv.lid;
+    if (p.n_vocab == 0u) {  // an empty problem is the fast tier's probe (engine/gpu/fast.py)
+        let seen = subgroup_layout(inv);
+        state[2u * l] = bitcast<u32>(seen.x);
+        state[2u * l + 1u] = bitcast<u32>(seen.y);
+        return;
+    }
     let n = state[0];
     let last_stamp = state[1];
     let begin = p.timestamp_begin;
@@ -100,28 +88,8 @@ fn main(@builtin(local_invocation_index) l: u32) {
         }
     }
 
-    text_m[l] = text.m;
-    text_s[l] = text.s;
-    text_i[l] = text.i;
-    stamp_m[l] = stamps.m;
-    stamp_s[l] = stamps.s;
-    stamp_i[l] = stamps.i;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half /= 2u) {
-        if (l < half) {
-            let t = merge(Partial(text_m[l], text_s[l], text_i[l]),
-                          Partial(text_m[l + half], text_s[l + half], text_i[l + half]));
-            text_m[l] = t.m;
-            text_s[l] = t.s;
-            text_i[l] = t.i;
-            let s = merge(Partial(stamp_m[l], stamp_s[l], stamp_i[l]),
-                          Partial(stamp_m[l + half], stamp_s[l + half], stamp_i[l + half]));
-            stamp_m[l] = s.m;
-            stamp_s[l] = s.s;
-            stamp_i[l] = s.i;
-        }
-        workgroupBarrier();
-    }
+    text = reduce_partial(text, inv);
+    stamps = reduce_partial(stamps, inv);
     // Every thread read the state above, before the barriers, so thread 0 may now update it.
     if (l != 0u) {
         return;
@@ -130,8 +98,6 @@ fn main(@builtin(local_invocation_index) l: u32) {
         ids[0] = p.eot;
         return;
     }
-    text = Partial(text_m[0], text_s[0], text_i[0]);
-    stamps = Partial(stamp_m[0], stamp_s[0], stamp_i[0]);
     // Timestamps together likelier than the best text token: text is disallowed. (Comparing
     // log-probabilities or logits is the same: both sides lose the same log-sum-exp of all.)
     let force_stamp = stamps.i != NONE && (text.i == NONE || stamps.m + log(stamps.s) > text.m);

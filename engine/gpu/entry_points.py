@@ -89,9 +89,10 @@ IM2COL_3X3_S2 = EntryPoint("conv.wgsl", "im2col_3x3_s2", ("x", "flat"), IMAGE)
 DEPTHWISE_3X3_S2 = EntryPoint("conv.wgsl", "depthwise_3x3_s2", ("x", "taps", "bias", "conv_out"), IMAGE)
 CHANNELS_MAJOR = EntryPoint("conv.wgsl", "channels_major", ("x", "flat"), IMAGE)
 WHISPER_LOG_MEL = EntryPoint("frontend.wgsl", "whisper_log_mel", ("mel", "out"), _fields("rows frames cols"))
-WHISPER_SELECT = EntryPoint("online_softmax.wgsl+whisper_select.wgsl", "main", ("logits", "masks", "state", "ids"),
+PARTIALS = "reduce_workgroup.wgsl+online_softmax.wgsl+partials_workgroup.wgsl"
+WHISPER_SELECT = EntryPoint(PARTIALS + "+whisper_select.wgsl", "main", ("logits", "masks", "state", "ids"),
                             _fields("n_vocab eot timestamp_begin timestamps max_initial_timestamp capacity words"))
-TRANSDUCER = "online_softmax.wgsl+transducer.wgsl"
+TRANSDUCER = PARTIALS + "+transducer.wgsl"
 JOINT_HIDDEN = EntryPoint(TRANSDUCER, "joint_hidden", ("encoder", "prediction", "hidden_state", "hidden"),
                           _fields("frames width"))
 TRANSDUCER_CHOOSE = EntryPoint(TRANSDUCER, "choose", ("logits", "durations", "state", "ids"),
@@ -100,7 +101,7 @@ LSTM_CELL = EntryPoint(TRANSDUCER, "lstm_cell", ("gates", "cell_state", "c", "h"
 ADVANCE = EntryPoint("position.wgsl", "advance", ("counter",), _fields("by"))
 MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
 
-# ---- fast: subgroup reductions ----------------------------------------------------------------------
+# ---- fast: subgroup reductions (of row kernels, gemv, and the one-workgroup choices) ------------------
 NORM_SUBGROUP = "reduce_subgroup.wgsl+norm.wgsl"
 ROW_SIZES = (32, 64, 128, 256)  # the row kernels' workgroup sizes (engine.gpu.ops.norm._row_threads)
 LAYER_NORM_SUBGROUP = EntryPoint(NORM_SUBGROUP, "layer_norm", LAYER_NORM.bindings, ROW, ("subgroup",), "ln_out",
@@ -110,7 +111,15 @@ SOFTMAX_SUBGROUP = EntryPoint(NORM_SUBGROUP, "softmax", SOFTMAX.bindings, ROW, (
 LINEARS_SUBGROUP = "reduce_subgroup.wgsl+gemm.wgsl"
 GEMV_SUBGROUP = EntryPoint(LINEARS_SUBGROUP, "gemv", GEMV.bindings, LINEAR, ("subgroup",), "c", (256,))
 
-FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP}
+PARTIALS_SUBGROUP = "reduce_subgroup.wgsl+online_softmax.wgsl+partials_subgroup.wgsl"
+CHOICE_SIZES = (64, 128, 256, 512, 1024)  # one-workgroup choices' sizes (engine.gpu.ops.base.reduction_threads)
+WHISPER_SELECT_SUBGROUP = EntryPoint(PARTIALS_SUBGROUP + "+whisper_select.wgsl", "main", WHISPER_SELECT.bindings,
+                                     WHISPER_SELECT.params, ("subgroup",), "state", CHOICE_SIZES)
+TRANSDUCER_CHOOSE_SUBGROUP = EntryPoint(PARTIALS_SUBGROUP + "+transducer.wgsl", "choose", TRANSDUCER_CHOOSE.bindings,
+                                        TRANSDUCER_CHOOSE.params, ("subgroup",), "state", CHOICE_SIZES)
+
+FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP,
+                 WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP}
 """Each portable entry point that has a fast version, and that version."""
 
 ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]

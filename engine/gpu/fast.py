@@ -67,11 +67,14 @@ class FastTier:
         """Why ``fast``'s pipelines can't be trusted, or None: each one's empty problem (all
         parameters 0) writes (subgroup size, lane) per invocation, checked against ``lid``."""
         ops = self.ops
-        for threads in fast.probe_sizes:
+        largest = ops.device.limits["max-compute-invocations-per-workgroup"]
+        for threads in [size for size in fast.probe_sizes if size <= largest]:  # the others are never run
             pipeline = ops.kernels.pipeline(fast.file, fast.entry, WG=threads)
             out = ops.empty((threads, 2))
-            unused = ops.empty((1,))  # every read binding is bound to something
-            buffers = [out.buffer if name == fast.probe_output else unused.buffer for name in fast.bindings]
+            # Every other binding is bound to a buffer of its own: a kernel may write more than one
+            # (a choice's state and ids), and a buffer bound twice can't be written in a dispatch.
+            tensors = [out if name == fast.probe_output else ops.empty((1,)) for name in fast.bindings]
+            buffers = [tensor.buffer for tensor in tensors]  # the tensors kept: the pool hands out none twice
             empty = [0.0 if type_ == "f32" else 0 for _, type_ in fast.params]
             ops.recorder.dispatch(pipeline, fast, buffers, empty, (1, 1, 1))
             seen = ops.read(out)

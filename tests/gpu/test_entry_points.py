@@ -139,3 +139,33 @@ def test_the_reader_finds_what_a_kernel_reaches_through_its_functions():
     text = entry_points(module_source(LAYER_NORM.file))["layer_norm"]
     assert text.params == [("rows", "u32"), ("cols", "u32"), ("eps", "f32")]
     assert {n: sorted(v) for n, v in text.bindings.items()} == {1: ["x"], 2: ["w"], 3: ["b"], 4: ["ln_out"]}
+
+
+@pytest.mark.parametrize("n_tokens", [3, 34, 1025, 8193])
+def test_the_fast_choices_give_the_portable_ones(gpu_ops, portable_ops, n_tokens):
+    """A transducer's choice and Whisper's selection (one workgroup each, their partials merged by
+    ``reduce_partial``) through both tiers, on logits with ties (the lowest index wins in both), at
+    vocabularies that give each a different workgroup size."""
+    from sayso.engine.ops import WhisperRules
+
+    rng = np.random.default_rng(n_tokens)
+    logits = rng.integers(-3, 3, (1, n_tokens)).astype(np.float32)  # many ties for the largest
+    stamps = max(1, n_tokens // 4)
+    rules = WhisperRules(n_vocab=n_tokens, eot=n_tokens - stamps - 1, timestamp_begin=n_tokens - stamps,
+                         suppress=(), begin_suppress=(), timestamps=True, max_initial_timestamp=stamps)
+    results = []
+    for ops in (gpu_ops, portable_ops):
+        state, ids = ops.transducer_state(4), ops.ids(np.zeros(1, np.uint32))
+        ops.transducer_choose(ops.tensor(logits), None, state, ids, 3, n_tokens, 0)
+        selection = ops.whisper_selection(rules, 4)
+        for _ in range(3):
+            ops.whisper_select(ops.tensor(logits), selection)
+        results.append((ops.read(state), ops.read_whisper_selection(selection)))
+    assert gpu_ops.fast.version(declared.TRANSDUCER_CHOOSE) is declared.TRANSDUCER_CHOOSE_SUBGROUP
+    assert gpu_ops.fast.version(declared.WHISPER_SELECT) is declared.WHISPER_SELECT_SUBGROUP
+    (fast_state, (fast_tokens, fast_logprobs)), (state, (tokens, logprobs)) = results
+    assert fast_state[0, :7].tolist() == state[0, :7].tolist()  # header, and the emission's token, frame, duration
+    assert state[0, 4] == np.argmax(logits) != n_tokens - 1  # the first of the largest, not the blank
+    np.testing.assert_allclose(fast_state[0, 7:8].view(np.float32), state[0, 7:8].view(np.float32), rtol=1e-5)
+    assert fast_tokens.tolist() == tokens.tolist() and len(tokens) == 3
+    np.testing.assert_allclose(fast_logprobs, logprobs, rtol=1e-5, atol=1e-6)
