@@ -23,7 +23,7 @@ from sayso.engine.conformer.emission import Emission
 from sayso.engine.conformer.weights import linear, matrix_source
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.layers import Linear
-from sayso.engine.ops import TRANSDUCER_HEADER, Ops, Tensor, Weight
+from sayso.engine.ops import TRANSDUCER_HEADER, Ops, Tensor, Weight, WeightSource
 
 SYMBOLS_WITHOUT_LIMIT = 16
 """Tokens per frame the state holds room for when the head sets no per-frame limit (an RNN-T with
@@ -46,6 +46,7 @@ class BackendTransducerHead:
     encoder_projection: Linear  # joint.enc: [J, d]
     embed: Weight  # pred.embed: [V, H]
     layers: list[BackendLstmLayer]
+    input_gates: Weight | None  # [V, 4H]: the first layer's input gates per token (see load_backend_transducer)
     hidden: int  # H
     joint_pred: Linear  # [J, H]
     joint_out: Linear  # [V (+ durations), J]
@@ -65,14 +66,14 @@ class BackendTransducerHead:
         zeros = np.zeros((1, self.hidden), np.float32)
         cells = [ops.tensor(zeros) for _ in self.layers]
         outputs = [ops.tensor(zeros) for _ in self.layers]
-        self._predict(ops, ops.tensor(zeros), state, cells, outputs)  # the start: an all-zero input
+        self._predict(ops, state, cells, outputs, x=ops.tensor(zeros))  # the start: an all-zero input
 
         def step() -> None:
             prediction = ops.gemv(outputs[-1], self.joint_pred.weight, self.joint_pred.bias)
             hidden = ops.joint_hidden(projected, prediction, state, self.activation)
             logits = ops.gemv(hidden, self.joint_out.weight, self.joint_out.bias)
             ops.transducer_choose(logits, self.durations, state, ids, frames, self.blank + 1, self.max_symbols)
-            self._predict(ops, ops.embed(ids, self.embed, None, 0), state, cells, outputs)
+            self._predict(ops, state, cells, outputs, ids=ids)
 
         steps = ops.search_steps_per_read
         batch = ops.repeatable(lambda: [step() for _ in range(steps)])
@@ -95,19 +96,39 @@ class BackendTransducerHead:
         return [Emission(int(token), int(frame), int(duration), float(probability))
                 for (token, frame, duration, _), probability in zip(records.tolist(), probabilities)]
 
-    def _predict(self, ops: Ops, x: Tensor, state: Tensor, cells: list[Tensor], outputs: list[Tensor]) -> None:
-        """The LSTM layers on input x [1, H], updating ``cells`` and ``outputs`` where the state says."""
+    def _predict(self, ops: Ops, state: Tensor, cells: list[Tensor], outputs: list[Tensor], x: Tensor | None = None,
+                 ids: Tensor | None = None) -> None:
+        """The LSTM layers on input x [1, H], or on the embedding of token ``ids`` [1], updating ``cells``
+        and ``outputs`` where the state says."""
+        if ids is not None and self.input_gates is not None:
+            gates = ops.embed(ids, self.input_gates, None, 0)  # the first layer's x·Wxᵀ + bias, looked up
+        else:
+            gates = None
+            x = ops.embed(ids, self.embed, None, 0) if ids is not None else x
         for layer, c, h in zip(self.layers, cells, outputs):
-            gates = ops.gemv(x, layer.wx, layer.bias)
+            if gates is None:
+                gates = ops.gemv(x, layer.wx, layer.bias)
             gates = ops.gemv(h, layer.wh, residual=gates)
             ops.lstm_cell(gates, state, c, h)
-            x = h
+            x, gates = h, None
 
 
 def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, activation: str, blank: int,
                             durations: list[int] | None, max_symbols: int) -> BackendTransducerHead:
-    """``heads.load_transducer``'s tensors as backend weights."""
+    """``heads.load_transducer``'s tensors as backend weights.
+
+    Where the vocabulary is smaller than the embedding (GigaAM's 34 characters), the first LSTM layer's
+    input gates of every token (embedding · Wxᵀ + bias, [V, 4H]) are computed here once, a table smaller
+    than Wx: a step then looks its token's row up instead of embedding the token and multiplying, one
+    dispatch fewer in a search whose steps are bound by their dispatches (docs/PERFORMANCE.md). A large
+    vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower."""
     embed = ops.weight(matrix_source(model_file, "pred.embed.weight"))
+    vocabulary, width = model_file.tensor("pred.embed.weight").shape
+    input_gates = None
+    if vocabulary < width:
+        table = (model_file.array("pred.embed.weight") @ model_file.array("pred.lstm.0.Wx").T
+                 + model_file.array("pred.lstm.0.bias")).astype(np.float32)
+        input_gates = ops.weight(WeightSource("pred.input_gates", "F32", table.shape, table))
     layers = [BackendLstmLayer(ops.weight(matrix_source(model_file, f"pred.lstm.{i}.Wx")),
                                ops.weight(matrix_source(model_file, f"pred.lstm.{i}.Wh")),
                                ops.tensor(model_file.array(f"pred.lstm.{i}.bias")))
@@ -116,6 +137,7 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
         encoder_projection=linear(model_file, ops, "joint.enc"),
         embed=embed,
         layers=layers,
+        input_gates=input_gates,
         hidden=model_file.tensor("pred.embed.weight").shape[1],
         joint_pred=linear(model_file, ops, "joint.pred"),
         joint_out=linear(model_file, ops, "joint.out"),
