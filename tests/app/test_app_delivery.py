@@ -3,8 +3,6 @@
 import os
 import subprocess
 import sys
-import threading
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +14,7 @@ from sayso.app.platform.delivery import Delivery  # noqa: E402
 from sayso.app.platform.focus import focused_window, window_class  # noqa: E402
 from sayso.app.platform.keymap import keysym  # noqa: E402
 from e2e.fixtures import x_display  # noqa: E402, F401
+from e2e.command_lines import CommandLineWatch  # noqa: E402
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
@@ -71,35 +70,6 @@ def test_typing_keeps_characters_while_the_target_is_busy(qtbot, targets):
     finally:
         for burner in burners:
             burner.kill()
-
-
-class CommandLineWatch:
-    """Reads every process's command line (``/proc/*/cmdline``, which any local user may read) over and
-    over on a thread, keeping those that hold ``secret``."""
-
-    def __init__(self, secret: str):
-        self.secret, self.found, self.rounds = secret.encode(), [], 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            for entry in Path("/proc").iterdir():
-                try:
-                    line = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
-                except OSError:
-                    continue  # the process ended meanwhile
-                if self.secret in line:
-                    self.found.append(line.replace(b"\0", b" ").decode(errors="replace"))
-            self.rounds += 1
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_):
-        self._stop.set()
-        self._thread.join()
 
 
 def test_typed_text_never_appears_on_a_command_line(qtbot, targets):
