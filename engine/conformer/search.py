@@ -44,7 +44,7 @@ class BackendTransducerHead:
     """Predictor + joint on the backend, searched greedily there: TDT when ``durations`` is given."""
 
     encoder_projection: Linear  # joint.enc: [J, d]
-    embed: Weight  # pred.embed: [V, H]
+    embed: Weight | None  # pred.embed: [V, H]; None where ``input_gates`` stands for it
     layers: list[BackendLstmLayer]
     input_gates: Weight | None  # [V, 4H]: the first layer's input gates per token (see load_backend_transducer)
     hidden: int  # H
@@ -122,13 +122,14 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
     than Wx: a step then looks its token's row up instead of embedding the token and multiplying, one
     dispatch fewer in a search whose steps are bound by their dispatches (docs/PERFORMANCE.md). A large
     vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower."""
-    embed = ops.weight(matrix_source(model_file, "pred.embed.weight"))
     vocabulary, width = model_file.tensor("pred.embed.weight").shape
-    input_gates = None
-    if vocabulary < width:
+    embed = input_gates = None
+    if vocabulary < width:  # the embedding is then read only here, into the table
         table = (model_file.array("pred.embed.weight") @ model_file.array("pred.lstm.0.Wx").T
                  + model_file.array("pred.lstm.0.bias")).astype(np.float32)
         input_gates = ops.weight(WeightSource("pred.input_gates", "F32", table.shape, table))
+    else:
+        embed = ops.weight(matrix_source(model_file, "pred.embed.weight"))
     layers = [BackendLstmLayer(ops.weight(matrix_source(model_file, f"pred.lstm.{i}.Wx")),
                                ops.weight(matrix_source(model_file, f"pred.lstm.{i}.Wh")),
                                ops.tensor(model_file.array(f"pred.lstm.{i}.bias")))
@@ -138,7 +139,7 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
         embed=embed,
         layers=layers,
         input_gates=input_gates,
-        hidden=model_file.tensor("pred.embed.weight").shape[1],
+        hidden=width,
         joint_pred=linear(model_file, ops, "joint.pred"),
         joint_out=linear(model_file, ops, "joint.out"),
         activation=activation,
