@@ -123,15 +123,26 @@ def display_server() -> str:
     return "x11" if os.environ.get("DISPLAY") else ""
 
 
+def wayland_shortcut() -> type[PortalShortcut] | type[SwayShortcut] | None:
+    """What binds the shortcut in this Wayland session: the desktop's portal where it has one, else sway's
+    own bindings on sway; None where neither can (the user binds ``sayso --toggle``)."""
+    if portal_shortcut.available():
+        return PortalShortcut
+    if sway_shortcut.available():
+        return SwayShortcut
+    return None
+
+
 def shortcut_route() -> tuple[bool, str]:
     """How the shortcut reaches Sayso in this session, as Settings and ``sayso doctor`` say it: whether it
     works, and how or why not."""
     server = display_server()
     if server == "wayland":
-        if portal_shortcut.available():
+        binder = wayland_shortcut()
+        if binder is PortalShortcut:
             return True, ("Wayland: the shortcut goes through your desktop's global-shortcuts portal, so hold to "
                           "talk works; the desktop may ask you to confirm it the first time.")  # fmt: skip
-        if sway_shortcut.available():
+        if binder is SwayShortcut:
             return True, ("sway: Sayso adds the shortcut to sway's own bindings (through sway's IPC), so hold "
                           "to talk works and the app you are typing in never receives it.")  # fmt: skip
         return False, WAYLAND_HINT
@@ -211,15 +222,15 @@ class HotkeyListener(QObject):
         log.info("hotkeys: watching %s%s", format_hotkey(hotkey), " (grabbed)" if self._grab else "")
 
     def _start_wayland(self, chord: frozenset[str]) -> None:
-        """The portal where the desktop has one, else sway's bindings on sway."""
-        if portal_shortcut.available():
-            self._wayland = self._forwarded(PortalShortcut(self))
-            self._wayland.start(chord, PORTAL_DESCRIPTION)
-        elif sway_shortcut.available():
-            self._wayland = self._forwarded(SwayShortcut(self))
-            self._wayland.start(chord)
-        else:
+        """The portal where the desktop has one, else sway's bindings on sway (``wayland_shortcut``)."""
+        binder = wayland_shortcut()
+        if binder is None:
             raise RuntimeError(WAYLAND_HINT)
+        self._wayland = self._forwarded(binder(self))
+        if binder is PortalShortcut:
+            self._wayland.start(chord, PORTAL_DESCRIPTION)
+        else:
+            self._wayland.start(chord)
 
     def _forwarded(self, shortcut: PortalShortcut | SwayShortcut) -> PortalShortcut | SwayShortcut:
         """``shortcut`` with its signals passed on as this listener's."""
