@@ -98,6 +98,7 @@ def test_bench_compare_runs_every_cpu_engine_on_the_same_clip(tmp_path):
     assert heard == {JFK_WORDS}
 
 
+@needs_clips("beckett.wav")
 def test_bench_folder_reports_hours_of_audio_per_hour_batched_file_by_file_and_for_the_peer(tmp_path):
     """`sayso bench --folder`: our CPU backend with two windows per encoder pass and file by file, and
     transcribe.cpp's CPU build file by file, on a folder of two short clips; one JSON line."""

@@ -82,6 +82,7 @@ def test_the_default_batch_is_the_backends_as_far_as_memory_allows(engine, monke
     assert engine.encoder_batch() == 2
 
 
+@needs_clips("beckett.wav")
 def test_windows_encoded_before_the_model_moved_to_the_cpu_are_encoded_again(engine, tmp_path, monkeypatch):
     """A GPU lost while a batch is decoded: the rest of the batch's windows were the GPU's, so each piece
     is encoded again on the backend the model moved to (here the move is only counted)."""

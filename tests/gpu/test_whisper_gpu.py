@@ -11,7 +11,7 @@ import csv
 import numpy as np
 import pytest
 
-from conftest import AUDIO, TINY_EN_GGUF, software_gpu
+from conftest import AUDIO, TINY_EN_GGUF, needs_clips, software_gpu
 from sayso.engine.audio import load_audio
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.whisper import WhisperTranscriber
@@ -69,6 +69,7 @@ def encoded_contents(model, output) -> tuple:
     return ops.read(output.states), [ops.recorder.read(cache.buffer, cache.nbytes) for cache in output.cross_caches]
 
 
+@needs_clips("cards/001.wav")
 def test_windows_encoded_in_one_pass_are_each_the_window_encoded_alone(gpu_ops, tmp_path):
     """Windows through the encoder together (``Engine.transcribe_many``'s batches): the stem, attention
     and cross-attention caches keep to each window, so its states and caches are those of its own
