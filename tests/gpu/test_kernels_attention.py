@@ -10,10 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sayso.engine.gpu.entry_points import KV_ATTEND, KV_ATTEND_SUBGROUP
+from sayso.engine.gpu.ops import attention
+
 pytestmark = pytest.mark.gpu
 
 EXACT = dict(rtol=1e-4, atol=1e-5)  # f32 throughout
 F16_CACHE = dict(rtol=2e-3, atol=2e-3)  # K and V stored as f16
+TIERS = dict(rtol=1e-5, atol=1e-6)  # the same f16 cache through both tiers: sums in another order
 
 
 def random(rng, *shape):
@@ -253,6 +257,63 @@ def test_rows_past_the_capacity_at_a_position_are_not_written(gpu_ops, cpu_ops):
     q = random(rng, 1, 16)
     gpu, cpu = attend_both(gpu_ops, cpu_ops, caches, q, 3, causal=False)  # rows 0..2 as they were
     np.testing.assert_allclose(gpu, cpu, **F16_CACHE)
+
+
+def attend_three_ways(gpu_ops, portable_ops, cpu_ops, heads, head_dim, length, q, causal, rng):
+    """``attend`` over ``length`` random cached rows: on the fast tier and the portable one, each at an
+    int length (key blocks, then combine) and at a position on the backend (one workgroup walking the
+    keys a chunk at a time), and on numpy."""
+    width = heads * head_dim
+    k, v = random(rng, length, width), random(rng, length, width)
+    results = []
+    for ops in (gpu_ops, portable_ops):
+        for length_of in (lambda n: n, lambda n: ops.position(0) + n):
+            cache = ops.kv_cache(heads, head_dim, length + 2)
+            ops.kv_pack(cache, ops.tensor(k), ops.tensor(v), 0)
+            results.append(ops.read(ops.attend(ops.tensor(q), cache, length_of(length), causal=causal, scale=0.3)))
+    cache = cpu_ops.kv_cache(heads, head_dim, length + 2)
+    cpu_ops.kv_pack(cache, k, v, 0)
+    return results, cpu_ops.attend(q, cache, length, causal=causal, scale=0.3)
+
+
+@pytest.mark.parametrize("threads", KV_ATTEND_SUBGROUP.probe_sizes)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "all"])
+@pytest.mark.parametrize(("length", "tq"), [(1, 1), (5, 1), (5, 3), (64, 1), (64, 2), (200, 1), (200, 3)])
+@pytest.mark.parametrize(("heads", "head_dim"), [(1, 64), (3, 33), (2, 128)])
+def test_the_fast_attend_gives_the_portable_and_numpy_results(gpu_ops, portable_ops, cpu_ops, monkeypatch, heads,
+                                                              head_dim, length, tq, causal, threads):
+    """attend's subgroup version (reduce_subgroup.wgsl's maximum and sum) against its portable version
+    (reduce_workgroup.wgsl's) and numpy, at each workgroup size it runs with: decoder steps and prefill
+    rows, one key or part of a block, a whole block and several."""
+    assert attention.KEY_BLOCK in KV_ATTEND_SUBGROUP.probe_sizes  # the size attend runs with is probed
+    monkeypatch.setattr(attention, "KEY_BLOCK", threads)
+    rng = np.random.default_rng(length * 10 + tq)
+    q = random(rng, tq, heads * head_dim)
+    (fast, fast_walked, portable, portable_walked), cpu = attend_three_ways(
+        gpu_ops, portable_ops, cpu_ops, heads, head_dim, length, q, causal, rng)
+    assert gpu_ops.fast.version(KV_ATTEND) is KV_ATTEND_SUBGROUP and portable_ops.fast.version(KV_ATTEND) is KV_ATTEND
+    np.testing.assert_allclose(fast, portable, **TIERS)
+    np.testing.assert_allclose(fast_walked, portable_walked, **TIERS)
+    for result in (fast, fast_walked):
+        np.testing.assert_allclose(result, cpu, **F16_CACHE)
+
+
+def test_a_fast_attend_with_a_broken_subgroup_sum_is_caught(gpu_ops, portable_ops, cpu_ops, monkeypatch):
+    """The comparison above fails where the subgroup reduction is wrong: with reduce_subgroup.wgsl's
+    sum missing its subgroupAdd (each subgroup's first lane standing for it), the weights no longer
+    sum to their total. The probe checks the subgroups' layout, not the sums, so that version runs."""
+    from sayso.engine.gpu import GpuOps, kernels
+
+    source = kernels.module_source
+    monkeypatch.setattr(kernels, "module_source", lambda module: source(module).replace("subgroupAdd(value)", "value"))
+    broken = GpuOps(gpu_ops.device)
+    rng = np.random.default_rng(3)
+    q = random(rng, 1, 2 * 64)
+    (fast, fast_walked, portable, _), cpu = attend_three_ways(broken, portable_ops, cpu_ops, 2, 64, 100, q, False, rng)
+    assert broken.fast.version(KV_ATTEND) is KV_ATTEND_SUBGROUP
+    np.testing.assert_allclose(portable, cpu, **F16_CACHE)
+    for result in (fast, fast_walked):
+        assert not np.allclose(result, portable, **TIERS)
 
 
 @pytest.mark.parametrize(("t", "n_heads", "dh"), [(1, 1, 4), (7, 2, 8), (33, 4, 16)])

@@ -1,7 +1,8 @@
 """Attention on the GPU: flash attention over whole sequences, and the decoder's f16 K/V cache.
 
 Kernels: ``shaders/attention.wgsl`` (``attention``) and ``shaders/kv_cache.wgsl`` (``kv_pack``,
-``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points).
+``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points; ``attend``'s
+reductions in ``reduce_workgroup.wgsl``, and in the fast tier ``reduce_subgroup.wgsl``).
 Semantics are those of ``engine.ops``.
 """
 
@@ -27,7 +28,7 @@ Q_ROWS = 16  # query rows per flash-attention workgroup (Q_ROWS in attention.wgs
 TILED_MAX_HEAD_DIM = 64  # attention_tiled.wgsl: one output quad per thread of a 16-thread row group
 TILED_ROWS = 32  # query rows per attention_tiled.wgsl workgroup (16 * ROWS)
 TILED_KEYS = 32  # BK in attention_tiled.wgsl
-KEY_BLOCK = 64  # keys per attend workgroup (BLOCK in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
+KEY_BLOCK = 64  # keys per attend workgroup (WG in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
 PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
 F32 = 4
 
@@ -241,7 +242,7 @@ class AttentionOps(GpuOpsBase):
                                **common),
             grid(heads * tq * blocks),
             HEAD_DIM=dh,
-            BLOCK=KEY_BLOCK,
+            WG=KEY_BLOCK,
         )
         if blocks == 1:
             return out
