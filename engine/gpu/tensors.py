@@ -181,17 +181,24 @@ it is copied."""
 UPLOAD_THREADS = 4
 """Threads that make weights' buffers and copy into them while a model loads (``ModelUpload``)."""
 
+STAGING_BYTES = 32 << 20
+"""Bytes of weights mapped for writing at once while a model loads (``ModelUpload``): enough to keep
+the copying threads busy between the waits, small beside a large model."""
+
 
 class ModelUpload:
     """A model's weights and small tensors on their way to the GPU while it loads (``Ops.loading``);
     weights keep their GGUF type.
 
-    A weight's buffers are created mapped: wgpu stages them in memory the host can write (on a discrete
-    GPU, the GPU's BAR, outside the process's resident set) and copies them into place with the next
-    submission once ``finish`` has unmapped them. The rows go from the file's memory map straight into
-    that mapping, laid out as the kernels read them (padded, Q8_0's values and scales apart), a chunk
-    at a time, each chunk's pages in the file let go once it is copied (``WeightSource.release``):
-    the whole token embedding's pages beside its copy raised a load's peak well above its steady size.
+    A weight's buffers are created mapped: wgpu stages them in memory the host can write and copies them
+    into place with the next submission once they are unmapped. That staging memory can be the host's
+    own (resident in this process), so at most ``STAGING_BYTES`` are mapped at a time: past that, the
+    weights so far are finished (``_send_mapped``) before the next one is mapped: wgpu keeps the staging
+    it has made for reuse, so a load's peak stays near its steady size rather than twice the weights.
+    The rows go from the file's memory map straight into that mapping, laid out as the kernels read
+    them (padded, Q8_0's values and scales apart), a chunk at a time, each chunk's pages in the file let
+    go once it is copied (``WeightSource.release``): the whole token embedding's pages beside its copy
+    raised a load's peak well above its steady size.
     Padding is free: a buffer mapped at creation starts as zeros.
 
     Each weight is one job on ``threads`` threads, buffers and copy, while the loader's Python goes on
@@ -214,6 +221,7 @@ class ModelUpload:
         self.copying = ThreadPoolExecutor(threads, thread_name_prefix="weight-upload") if threads else None
         self.jobs: list[Future] = []
         self.mapped: list[wgpu.GPUBuffer] = []
+        self.mapped_bytes = 0  # of the weights given to jobs since the last ``_send_mapped``
         self.constants: list[tuple[GpuTensor, np.ndarray]] = []
 
     def tensor(self, values: np.ndarray) -> GpuTensor:
@@ -246,6 +254,10 @@ class ModelUpload:
         else:
             raise ValueError(f"{source.name}: weight type {kind} is not supported on the GPU (F32, F16, Q8_0 are)")
         weight = GpuWeight(source.name, kind, n, k, n_pad, k_pad, data=None)
+        size = sum(n_pad * cols * rows.dtype.itemsize for rows, cols, _ in parts)
+        if self.mapped_bytes and self.mapped_bytes + size > STAGING_BYTES:
+            self._send_mapped()
+        self.mapped_bytes += size
         job = partial(self._put_rows, weight, parts, source.release)
         if self.copying is None:
             job()
@@ -284,16 +296,26 @@ class ModelUpload:
         try:
             self._send_constants()
         finally:
-            jobs, self.jobs = self.jobs, []
-            for job in jobs:
-                job.exception()  # waits: every job has ended before anything is unmapped
-            for buffer in self.mapped:
-                buffer.unmap()
-            self.mapped.clear()
-            if self.copying is not None:
-                self.copying.shutdown()
+            try:
+                self._send_mapped()
+            finally:
+                if self.copying is not None:
+                    self.copying.shutdown()
+
+    def _send_mapped(self) -> None:
+        """Wait for every job, unmap their buffers (after a failed job too: nothing writes to them any
+        more) and submit, so that wgpu copies them into place and can let their staging go; raise the
+        first job's error."""
+        jobs, self.jobs = self.jobs, []
         for job in jobs:
-            job.result()  # raises the first job's error
+            job.exception()  # waits: every job has ended before anything is unmapped
+        mapped, self.mapped, self.mapped_bytes = self.mapped, [], 0
+        for buffer in mapped:
+            buffer.unmap()
+        if mapped:
+            self.device.queue.submit([])
+        for job in jobs:
+            job.result()
 
     def _send_constants(self) -> None:
         """Every constant's buffer, and their values in one buffer, written once, then copied into place."""
