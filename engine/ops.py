@@ -339,25 +339,28 @@ class Ops(abc.ABC):
         n_heads: int,
         causal: bool = False,
         scale: float | None = None,
-        rel: Tensor | None = None,
         batch: int = 1,
     ) -> Tensor:
         """Multi-head attention over whole sequences (encoders, prompt prefill), flash style.
 
         q: [Tq, H*dh], k and v: [Tk, H*dh] -> [Tq, H*dh]. ``scale`` defaults to 1/sqrt(dh).
-        ``causal``: query i sees keys j <= i + (Tk - Tq). ``rel`` (Transformer-XL relative
-        positions, already shifted into place by index): [H, Tq, Tq + Tk - 1] float32, added to the
-        scaled score as ``rel[h, i, (Tq - 1) + j - i]``; its values are expected pre-scaled.
-        ``batch``: q, k and v are that many sequences one after the other (Tq/batch and Tk/batch
-        rows each), each attending to its own keys only: the windows of a batched encoder pass.
-        Neither ``causal`` nor ``rel`` is taken with it.
+        ``causal``: query i sees keys j <= i + (Tk - Tq). ``batch``: q, k and v are that many
+        sequences one after the other (Tq/batch and Tk/batch rows each), each attending to its own
+        keys only: the windows of a batched encoder pass. ``causal`` is not taken with it.
         """
 
     @abc.abstractmethod
-    def rel_position_scores(self, q: Tensor, positions: Tensor, bias: Tensor, n_heads: int) -> Tensor:
-        """Every head's Transformer-XL position scores, ``attention``'s ``rel``: q [T, H*dh], positions
-        [2T-1, H*dh] (row r is relative position (T-1) - r, pre-scaled), bias [H, 2T-1] ->
-        [H, T, 2T-1] with ``out[h, i, r] = q[i, head h] · positions[r, head h] + bias[h, r]``."""
+    def relative_attention(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, bias: Tensor, n_heads: int,
+                           scale: float) -> Tensor:
+        """Transformer-XL relative-position self-attention (Parakeet), flash style, every head at once.
+
+        q, k, v: [T, H*dh]; positions: [2T-1, H*dh], row r is relative position (T-1) - r, pre-scaled;
+        bias: [H, 2T-1] -> [T, H*dh]. The score of query i and key j in head h, with r = (T-1) + j - i,
+        is ``q_i·k_j * scale + q_i·positions[r] + bias[h, r]`` (head h's columns), then softmax over
+        j. The bias carries what does not depend on the query (Transformer-XL's (v - u)·P term) and a
+        local-attention mask as large negative values. The position term is taken inside the walk over
+        the keys: an [H, T, 2T-1] table of it would outgrow the attention itself on long audio.
+        """
 
     @abc.abstractmethod
     def rotary(self, x: Tensor, n_heads: int, rot_dim: int, base: float, pos0: int, interleaved: bool) -> Tensor:

@@ -9,11 +9,11 @@
 
 How the relative-position term is computed: the position projections ``p`` depend only on the
 sequence length T, not on the audio, so for each T they are computed once on the host, scaled by
-1/sqrt(dh), and uploaded: ``P`` [2T-1, d]. The query projection's bias includes u, so with
-``rel[h] = (q_i + u)·P_hᵀ + (v - u)·P_hᵀ`` every head's scores are one ``rel_position_scores``
-(the constant second term is its bias, the local-attention mask too), and one ``attention`` over all
-heads adds them to the scores. A fused kernel would take q·Pᵀ inside the attention loop instead and
-never hold the [H, T, 2T-1] table.
+1/sqrt(dh), and uploaded: ``P`` [2T-1, d]. The query projection's bias includes u, so the position
+term ``(q_i + u)·P_h + (v - u)·P_h`` is the projected query against P plus a bias that does not depend
+on the audio: the second term, computed on the host with P, and the local-attention mask. One
+``relative_attention`` over all heads takes that term inside its walk over the keys, so no
+[H, T, 2T-1] table of position scores is ever held.
 """
 
 from __future__ import annotations
@@ -78,8 +78,7 @@ class RelPositionAttention:
         q = ops.gemm(h, self.q.weight, self.q.bias)  # q + u
         k = ops.gemm(h, self.k.weight, self.k.bias)
         v = ops.gemm(h, self.v.weight, self.v.bias)
-        rel = ops.rel_position_scores(q, positions, position_bias, self.n_heads)  # [H, T, 2T-1], pre-scaled
-        heard = ops.attention(q, k, v, self.n_heads, scale=self.scale, rel=rel)
+        heard = ops.relative_attention(q, k, v, positions, position_bias, self.n_heads, self.scale)
         return ops.gemm(heard, self.out.weight, self.out.bias, residual=x)
 
     def _positions_for(self, ops: Ops, t: int) -> tuple[Tensor, Tensor]:
@@ -96,7 +95,7 @@ class RelPositionAttention:
         mask = np.zeros(2 * t - 1, np.float32)
         if self.window is not None:
             left, right = self.window
-            offset = np.arange(2 * t - 1) - (t - 1)  # j - i of each rel column
+            offset = np.arange(2 * t - 1) - (t - 1)  # j - i of each position row
             mask[(offset < -left) | (offset > right)] = MASKED
         by_head = table.reshape(2 * t - 1, self.n_heads, -1)  # [2t-1, H, dh]
         bias = np.einsum("rhd,hd->hr", by_head, self.bias_v_minus_u) + mask

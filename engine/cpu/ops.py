@@ -469,20 +469,33 @@ class NumpyOps(Backend):
 
     # ---- attention --------------------------------------------------------------------------------
 
-    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None, batch=1):
+    def attention(self, q, k, v, n_heads, causal=False, scale=None, batch=1):
         if batch > 1:
-            if causal or rel is not None or q.shape[0] % batch or k.shape[0] % batch:
-                raise ValueError(f"a batch of {batch} sequences of equal length attends without causal or rel")
+            if causal or q.shape[0] % batch or k.shape[0] % batch:
+                raise ValueError(f"a batch of {batch} sequences of equal length attends without causal")
             tq, tk = q.shape[0] // batch, k.shape[0] // batch
             return np.concatenate([self.attention(q[b * tq:(b + 1) * tq], k[b * tk:(b + 1) * tk],
                                                   v[b * tk:(b + 1) * tk], n_heads, scale=scale)
                                    for b in range(batch)])
-        tq, tk = q.shape[0], k.shape[0]
-        if self.fast and not causal and rel is None and tq and tk:  # an encoder's: ONNX Runtime's kernel
+        if self.fast and not causal and q.shape[0] and k.shape[0]:  # an encoder's: ONNX Runtime's kernel
             run = self._attention_session(n_heads, scale).run
             return run(None, {"q": q[None], "k": k[None], "v": v[None]})[0][0]
+        return self._attention(q, k, v, n_heads, scale, causal=causal)
+
+    def relative_attention(self, q, k, v, positions, bias, n_heads, scale):
+        t = q.shape[0]
+        if k.shape != q.shape or v.shape != q.shape or positions.shape != (2 * t - 1, q.shape[1]) or bias.shape != (
+                n_heads, 2 * t - 1):
+            raise ValueError(f"relative_attention: q {q.shape}, k {k.shape}, v {v.shape}, positions "
+                             f"{positions.shape} and bias {bias.shape} don't fit {n_heads} heads over {t} positions")
+        return self._attention(q, k, v, n_heads, scale, relative=(positions, bias))
+
+    def _attention(self, q, k, v, n_heads, scale, causal=False, relative=None):
+        """``attention`` of one sequence, or ``relative_attention`` where ``relative`` is its (positions,
+        bias), a block of query rows at a time."""
+        tq, tk = q.shape[0], k.shape[0]
         dh = q.shape[1] // n_heads
-        q = q * np.float32(1.0 / np.sqrt(dh) if scale is None else scale)
+        scaled = q * np.float32(1.0 / np.sqrt(dh) if scale is None else scale)
         out = np.empty((tq, n_heads * dh), np.float32)
 
         def block(rows: slice) -> None:  # every head for the queries ``rows``
@@ -491,9 +504,11 @@ class NumpyOps(Backend):
             hidden = j > i + (tk - tq) if causal else None  # query i sees keys j <= i + (tk - tq)
             for h in range(n_heads):
                 cols = slice(h * dh, (h + 1) * dh)
-                scores = q[rows, cols] @ k[:, cols].T  # [rows, tk]
-                if rel is not None:  # score[h, i, j] += rel[h, i, (tq - 1) + j - i]
-                    scores += np.take_along_axis(rel[h][rows], (tq - 1) + j - i, axis=1)
+                scores = scaled[rows, cols] @ k[:, cols].T  # [rows, tk]
+                if relative is not None:  # score[h, i, j] += q_i·positions[r] + bias[h, r], r = (tq - 1) + j - i
+                    positions, bias = relative
+                    by_position = q[rows, cols] @ positions[:, cols].T + bias[h]  # [rows, 2T-1]
+                    scores += np.take_along_axis(by_position, (tq - 1) + j - i, axis=1)
                 if hidden is not None:
                     scores[hidden] = -np.inf
                 weights = exp_shifted_rows(scores)
@@ -516,12 +531,6 @@ class NumpyOps(Backend):
             ), threads=_CORES)
             self._attention_sessions[n_heads, scale] = session
         return session
-
-    def rel_position_scores(self, q, positions, bias, n_heads):
-        t, width = q.shape
-        dh, rows = width // n_heads, positions.shape[0]
-        by_head = q.reshape(t, n_heads, dh).transpose(1, 0, 2)  # [H, T, dh]
-        return np.matmul(by_head, positions.reshape(rows, n_heads, dh).transpose(1, 2, 0)) + bias[:, None, :]
 
     def rotary(self, x, n_heads, rot_dim, base, pos0, interleaved):
         t, width = x.shape

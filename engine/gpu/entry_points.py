@@ -72,10 +72,10 @@ EMBED = EntryPoint("embed.wgsl", "main", ("ids", "table", "scales", "positions",
 LINEARS = "reduce_workgroup.wgsl+gemm.wgsl"
 GEMM = EntryPoint(LINEARS, "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
 GEMV = EntryPoint(LINEARS, "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
-ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "rel", "out"),
-                       _fields("tq tk heads causal has_rel") + (("scale", "f32"),) + _fields("groups batch"))
-REL_SCORES = EntryPoint("attention.wgsl", "rel_scores", ("q", "positions", "rel_bias", "rel_out"),
-                        _fields("t heads head_dim r"))
+FLASH = _fields("tq tk heads causal") + (("scale", "f32"),) + _fields("groups batch")
+ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "out"), FLASH)
+ATTENTION_RELATIVE = EntryPoint("attention.wgsl", "relative", ("q", "k", "v", "out", "positions", "position_bias"),
+                                FLASH)
 ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),
                              _fields("tq tk heads") + (("scale", "f32"),) + _fields("groups batch"))
 KV = "reduce_workgroup.wgsl+kv_cache.wgsl"

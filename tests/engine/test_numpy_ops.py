@@ -184,14 +184,21 @@ def naive_attention(q, k, v, n_heads, causal, rel=None):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_with_relative_positions(causal):
+def test_attention_is_the_naive_one(causal):
     tq, tk, heads = 3, 5, 2
     q, k, v = randn(tq, 8), randn(tk, 8), randn(tk, 8)
-    rel = randn(heads, tq, tq + tk - 1)
     np.testing.assert_allclose(ops.attention(q, k, v, heads, causal=causal), naive_attention(q, k, v, heads, causal),
                                atol=1e-5)
-    np.testing.assert_allclose(ops.attention(q, k, v, heads, causal=causal, rel=rel),
-                               naive_attention(q, k, v, heads, causal, rel), atol=1e-5)
+
+
+def test_relative_attention_adds_each_query_s_position_term():
+    """rel[h, i, r] = q_i·positions[r] + bias[h, r] (head h's columns), read at r = (T-1) + j - i."""
+    t, heads, dh = 4, 2, 4
+    q, k, v = randn(t, heads * dh), randn(t, heads * dh), randn(t, heads * dh)
+    positions, bias = randn(2 * t - 1, heads * dh), randn(heads, 2 * t - 1)
+    rel = np.stack([q[:, h * dh:(h + 1) * dh] @ positions[:, h * dh:(h + 1) * dh].T + bias[h] for h in range(heads)])
+    np.testing.assert_allclose(ops.relative_attention(q, k, v, positions, bias, heads, 1 / math.sqrt(dh)),
+                               naive_attention(q, k, v, heads, False, rel), atol=1e-5)
 
 
 def test_kv_cache_prefill_then_step_stores_float16():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sayso.engine.conformer.attention import MASKED
 from sayso.engine.gpu.entry_points import KV_ATTEND, KV_ATTEND_SUBGROUP
 from sayso.engine.gpu.ops import attention
 
@@ -71,17 +72,6 @@ def test_attention_of_a_batch_keeps_each_sequence_to_its_own_keys(gpu_ops, cpu_o
         alone = cpu_ops.attention(q[b * tq:(b + 1) * tq], k[b * tk:(b + 1) * tk], v[b * tk:(b + 1) * tk], heads)
         np.testing.assert_array_equal(cpu[b * tq:(b + 1) * tq], alone)
         np.testing.assert_allclose(gpu[b * tq:(b + 1) * tq], alone, **EXACT)
-
-
-@pytest.mark.parametrize(("tq", "tk", "causal"), [(6, 6, False), (4, 9, True), (18, 18, True)])
-def test_attention_with_relative_scores(gpu_ops, cpu_ops, tq, tk, causal):
-    rng = np.random.default_rng(7 + tq)
-    heads, head_dim = 2, 64
-    q, k, v = random(rng, tq, heads * head_dim), random(rng, tk, heads * head_dim), random(rng, tk, heads * head_dim)
-    rel = random(rng, heads, tq, tq + tk - 1)
-    gpu = gpu_ops.attention(*map(gpu_ops.tensor, (q, k, v)), heads, causal, 0.1, gpu_ops.tensor(rel))
-    cpu = cpu_ops.attention(*map(cpu_ops.tensor, (q, k, v)), heads, causal, 0.1, cpu_ops.tensor(rel))
-    np.testing.assert_allclose(gpu_ops.read(gpu), cpu, **EXACT)
 
 
 def test_attention_scale_is_applied(gpu_ops, cpu_ops):
@@ -316,17 +306,60 @@ def test_a_fast_attend_with_a_broken_subgroup_sum_is_caught(gpu_ops, portable_op
         assert not np.allclose(result, portable, **TIERS)
 
 
-@pytest.mark.parametrize(("t", "n_heads", "dh"), [(1, 1, 4), (7, 2, 8), (33, 4, 16)])
-def test_rel_position_scores_of_every_head_at_once(gpu_ops, cpu_ops, t, n_heads, dh):
-    """Parakeet's position scores: per head, its query columns against its position columns, plus a bias."""
-    rng = np.random.default_rng(t)
-    q = rng.standard_normal((t, n_heads * dh)).astype(np.float32)
-    positions = rng.standard_normal((2 * t - 1, n_heads * dh)).astype(np.float32)
-    bias = rng.standard_normal((n_heads, 2 * t - 1)).astype(np.float32)
-    got = gpu_ops.read(gpu_ops.rel_position_scores(gpu_ops.tensor(q), gpu_ops.tensor(positions), gpu_ops.tensor(bias),
-                                                   n_heads))
-    want = cpu_ops.rel_position_scores(q, positions, bias, n_heads)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    for h in range(n_heads):
-        cols = slice(h * dh, (h + 1) * dh)
-        np.testing.assert_allclose(want[h], q[:, cols] @ positions[:, cols].T + bias[h], rtol=1e-5, atol=1e-4)
+def relative_inputs(rng, t, heads, head_dim, window):
+    """q, k, v, positions and bias as ``RelPositionAttention`` gives them: positions pre-scaled, the
+    bias a per-head term plus MASKED where j - i (row r is j - i = r - (T-1)) is outside ``window``."""
+    width, scale = heads * head_dim, 1 / np.sqrt(head_dim)
+    q, k, v = random(rng, t, width), random(rng, t, width), random(rng, t, width)
+    positions = random(rng, 2 * t - 1, width) * np.float32(scale)
+    bias = random(rng, heads, 2 * t - 1)
+    if window is not None:
+        offset = np.arange(2 * t - 1) - (t - 1)
+        bias[:, (offset < -window[0]) | (offset > window[1])] = MASKED
+    return q, k, v, positions, bias, scale
+
+
+@pytest.mark.parametrize(
+    ("t", "heads", "head_dim", "window"),
+    [
+        (1, 2, 8, None),
+        (7, 2, 8, None),
+        (33, 3, 16, None),  # three query blocks, a partial key block
+        (33, 4, 16, (5, 5)),
+        (70, 4, 16, (4, 2)),  # rows 48..63 see no key of the first block, rows 0..15 none of the last
+        (70, 2, 8, (0, 40)),  # rows past 29 see no key of the first block, 30..33 some of the second only
+        (9, 3, 33, None),  # odd head: heads start off 16-byte boundaries
+        (20, 2, 128, (3, 6)),  # the largest head: key blocks of 8 where workgroup memory is 32 KiB
+    ],
+)
+def test_relative_attention_matches_numpy(gpu_ops, cpu_ops, t, heads, head_dim, window):
+    """Parakeet's self-attention in one dispatch, the position term inside the walk over the keys, against
+    the numpy backend; with a local window, whole blocks of keys of a row are masked."""
+    rng = np.random.default_rng(t * 100 + head_dim)
+    *inputs, scale = relative_inputs(rng, t, heads, head_dim, window)
+    gpu, cpu = both(gpu_ops, cpu_ops, "relative_attention", *inputs, n_heads=heads, scale=scale)
+    np.testing.assert_allclose(gpu, cpu, **EXACT)
+
+
+def test_relative_attention_reads_position_row_t_minus_1_plus_j_minus_i(gpu_ops, cpu_ops):
+    """Each score takes position row (T-1) + j - i: with q·k = 0, a large bias at j - i = +1 makes
+    head 0's row i the next value row, a large q·P at j - i = -1 makes head 1's the previous one, and an
+    asymmetric window (2 back, 0 ahead) averages rows i-2..i. A sign or a row off picks other rows."""
+    t, heads, dh = 40, 2, 8  # two blocks of queries and of keys: rows 31 and 32 look across
+    rng = np.random.default_rng(1)
+    v = random(rng, t, heads * dh)
+    q, k = np.zeros((t, heads * dh), np.float32), np.zeros((t, heads * dh), np.float32)
+    positions, bias = np.zeros((2 * t - 1, heads * dh), np.float32), np.zeros((heads, 2 * t - 1), np.float32)
+    bias[0, (t - 1) + 1] = 30.0
+    q[:, dh:] = 1.0
+    positions[(t - 1) - 1, dh:] = 30.0 / dh
+    window = np.zeros((heads, 2 * t - 1), np.float32)
+    offset = np.arange(2 * t - 1) - (t - 1)  # j - i
+    window[:, (offset < -2) | (offset > 0)] = MASKED
+    averaged = np.stack([v[max(0, i - 2):i + 1].mean(axis=0) for i in range(t)])
+    for ops in (gpu_ops, cpu_ops):
+        picked, windowed = (np.asarray(ops.read(ops.relative_attention(*map(ops.tensor, inputs), heads, 1.0)))
+                            for inputs in ((q, k, v, positions, bias), (k, k, v, np.zeros_like(positions), window)))
+        np.testing.assert_allclose(picked[:-1, :dh], v[1:, :dh], **EXACT)
+        np.testing.assert_allclose(picked[1:, dh:], v[:-1, dh:], **EXACT)
+        np.testing.assert_allclose(windowed, averaged, **EXACT)

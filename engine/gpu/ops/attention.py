@@ -1,8 +1,8 @@
 """Attention on the GPU: flash attention over whole sequences, and the decoder's f16 K/V cache.
 
-Kernels: ``shaders/attention.wgsl`` (``attention``) and ``shaders/kv_cache.wgsl`` (``kv_pack``,
-``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points; ``attend``'s
-reductions in ``reduce_workgroup.wgsl``, and in the fast tier ``reduce_subgroup.wgsl``).
+Kernels: ``shaders/attention.wgsl`` (``attention``, ``relative_attention``) and ``shaders/kv_cache.wgsl``
+(``kv_pack``, ``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points;
+``attend``'s reductions in ``reduce_workgroup.wgsl``, and in the fast tier ``reduce_subgroup.wgsl``).
 Semantics are those of ``engine.ops``.
 """
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import wgpu
 
 from sayso.engine.errors import GpuError
-from sayso.engine.gpu.entry_points import ATTENTION, ATTENTION_TILED, KV_ATTEND, KV_COMBINE, KV_PACK, REL_SCORES
+from sayso.engine.gpu.entry_points import (ATTENTION, ATTENTION_RELATIVE, ATTENTION_TILED, KV_ATTEND, KV_COMBINE,
+                                          KV_PACK)
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
@@ -90,16 +91,18 @@ def _check_heads(name: str, x: GpuTensor, n_heads: int, head_dim: int | None = N
 
 
 class AttentionOps(GpuOpsBase):
-    """``attention``, ``kv_cache``, ``kv_pack`` and ``attend`` of ``engine.ops.Ops``."""
+    """``attention``, ``relative_attention``, ``kv_cache``, ``kv_pack`` and ``attend`` of ``engine.ops.Ops``."""
 
-    def _key_block(self, head_dim: int) -> int:
-        """Keys per flash-attention block: 32, or 16 where the tiles of 32 would not fit the
-        device's workgroup memory (head_dim 128 on lavapipe's 32 KiB)."""
+    def _key_block(self, head_dim: int, relative: bool = False) -> int:
+        """Keys per flash-attention block: 32, or 16 or 8 where the tiles of more would not fit the
+        device's workgroup memory (head_dim 128 on lavapipe's 32 KiB). ``relative``: the kernel also
+        stages the keys' position rows, Q_ROWS - 1 more than keys (attention.wgsl's ``position_tile``)."""
         limit = self.device.limits["max-compute-workgroup-storage-size"]
         quads = -(-head_dim // 4)  # the tiles hold vec4s; QUADS and K_STRIDE in attention.wgsl
-        for keys in (32, 16):
-            floats = 4 * (Q_ROWS * quads + keys * (quads | 1) + keys * quads) + Q_ROWS * keys
-            if floats * F32 <= limit:
+        stride = quads | 1
+        for keys in (32, 16, 8):
+            vec4s = Q_ROWS * quads + keys * stride + keys * quads + (keys + Q_ROWS - 1) * stride * relative
+            if (4 * vec4s + Q_ROWS * keys) * F32 <= limit:
                 return keys
         raise GpuError(f"Flash attention with head_dim {head_dim} needs more workgroup memory than the {limit} bytes this GPU has.")
 
@@ -111,49 +114,46 @@ class AttentionOps(GpuOpsBase):
         nbytes = 4 * vec4s * F32 + TILED_ROWS * (TILED_KEYS + 1) * F32
         return nbytes <= self.device.limits["max-compute-workgroup-storage-size"]
 
-    def rel_position_scores(self, q: GpuTensor, positions: GpuTensor, bias: GpuTensor, n_heads: int) -> GpuTensor:
-        """q [T, H*dh], positions [2T-1, H*dh], bias [H, 2T-1] -> [H, T, 2T-1] (see ``Ops``): one
-        dispatch for every head, a thread per score."""
-        t, width = q.shape
-        rows = 2 * t - 1
-        if positions.shape != (rows, width) or bias.shape != (n_heads, rows) or width % n_heads:
-            raise ValueError(f"rel_position_scores: q {q.shape}, positions {positions.shape} and bias {bias.shape} "
-                             f"don't fit {n_heads} heads")
-        out = self.empty((n_heads, t, rows))
-        self.run(REL_SCORES, [q, positions, bias, out], [t, n_heads, width // n_heads, rows],
-                 grid(-(-out.size // 256)))
-        return out
-
-    def attention(self, q, k, v, n_heads, causal=False, scale=None, rel=None, batch=1) -> GpuTensor:
+    def attention(self, q, k, v, n_heads, causal=False, scale=None, batch=1) -> GpuTensor:
         dh = _check_heads("q", q, n_heads)
         for name, x in (("k", k), ("v", v)):
             _check_heads(name, x, n_heads, dh)
         if k.shape != v.shape:
             raise ValueError(f"k {k.shape} and v {v.shape} differ")
-        if batch != 1 and (causal or rel is not None or q.shape[0] % batch or k.shape[0] % batch):
-            raise ValueError(f"a batch of {batch} sequences of equal length attends without causal or rel")
+        if batch != 1 and (causal or q.shape[0] % batch or k.shape[0] % batch):
+            raise ValueError(f"a batch of {batch} sequences of equal length attends without causal")
         tq, tk = q.shape[0] // batch, k.shape[0] // batch
-        if rel is not None and rel.shape != (n_heads, tq, tq + tk - 1):
-            raise ValueError(f"rel must be [{n_heads}, {tq}, {tq + tk - 1}], got {rel.shape}")
         out = self.empty(q.shape)
         if tq == 0:
             return out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
-        tiled = not causal and rel is None and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh)
+        tiled = not causal and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh)
         if tiled:  # an encoder's attention: the register-tiled kernel, every sequence of a batch in one dispatch
             groups = batch * n_heads * -(-tq // TILED_ROWS)
             self.run(ATTENTION_TILED, [q, k, v, out], [tq, tk, n_heads, float(scale), groups, batch], grid(groups),
                      HEAD_DIM=dh)
             return out
         groups = batch * n_heads * -(-tq // Q_ROWS)
-        self.run(
-            ATTENTION,
-            [q, k, v, q if rel is None else rel, out],  # q stands in for a missing rel: it is never read then
-            [tq, tk, n_heads, int(causal), int(rel is not None), float(scale), groups, batch],
-            grid(groups),
-            HEAD_DIM=dh,
-            BK=self._key_block(dh),
-        )
+        self.run(ATTENTION, [q, k, v, out], [tq, tk, n_heads, int(causal), float(scale), groups, batch], grid(groups),
+                 HEAD_DIM=dh, BK=self._key_block(dh))
+        return out
+
+    def relative_attention(self, q, k, v, positions, bias, n_heads, scale) -> GpuTensor:
+        """q, k, v [T, H*dh], positions [2T-1, H*dh], bias [H, 2T-1] -> [T, H*dh] (see ``Ops``): one
+        dispatch for every head, the position term of each score taken inside the flash walk over the
+        keys, so no [H, T, 2T-1] table of position scores is written or bound."""
+        dh = _check_heads("q", q, n_heads)
+        for name, x in (("k", k), ("v", v), ("positions", positions)):
+            _check_heads(name, x, n_heads, dh)
+        t = q.shape[0]
+        if k.shape != q.shape or v.shape != q.shape or positions.shape[0] != 2 * t - 1 or bias.shape != (
+                n_heads, 2 * t - 1):
+            raise ValueError(f"relative_attention: q {q.shape}, k {k.shape}, v {v.shape}, positions "
+                             f"{positions.shape} and bias {bias.shape} don't fit {n_heads} heads over {t} positions")
+        out = self.empty(q.shape)
+        groups = n_heads * -(-t // Q_ROWS)
+        self.run(ATTENTION_RELATIVE, [q, k, v, out, positions, bias], [t, t, n_heads, 0, float(scale), groups, 1],
+                 grid(groups), HEAD_DIM=dh, BK=self._key_block(dh, relative=True))
         return out
 
     def kv_cache(self, n_heads, head_dim, capacity) -> KvCache:
