@@ -146,7 +146,7 @@ def transcribe_into(args) -> int:
         from sayso.app.core.archive_ray import transcribe_archive_on_ray
 
         summary = transcribe_archive_on_ray(files, Path(args.output_dir), model, options, args.ray, args.ray_workers,
-                                            args.device, show, failed)
+                                            args.device, args.batch, show, failed)
     else:
         summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe_many, show, failed)
     show.clear()
@@ -423,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--device cpu, one per node)")
     p.add_argument("--batch", type=int, metavar="N",
                    help="with -o: windows of 30 s, from one file or several, that the encoder takes in one pass "
-                        "(default: the backend's choice, 1 on the CPU; Whisper models)")
+                        "(default: the backend's choice, 1 on the CPU; Whisper models); with --ray, also the files "
+                        "a worker is sent at a time")
     engine_options(p)
     p.add_argument("--format", choices=FORMATS, default="txt")
     p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")

@@ -2,11 +2,12 @@
 cluster (the optional extra ``sayso[cluster]``), its outputs and manifest written here as a local run
 writes them (``archive.ArchiveRun``), so that a rerun, local or on Ray, skips what either did.
 
-What runs where: this process (the driver) finds the files, reads the manifest, sends each file's *path* to
-a worker and writes what comes back: the outputs and the manifest, one writer. Each worker (a Ray actor)
-loads the model once and transcribes the files it is given. Paths, not bytes, travel: an input can be a
-long video, so on a cluster of several machines the inputs and the model file must be at the same paths on
-every node (a shared mount), as ``docs/CLUSTER.md`` says.
+What runs where: this process (the driver) finds the files, reads the manifest, sends the files' *paths* to
+the workers, a few files a task, and writes what comes back: the outputs and the manifest, one writer. Each
+worker (a Ray actor) loads the model once and transcribes the files of each task it is given together, so
+that an engine that batches its encoder (a GPU's) encodes the windows of several files in one pass. Paths,
+not bytes, travel: an input can be a long video, so on a cluster of several machines the inputs and the
+model file must be at the same paths on every node (a shared mount), as ``docs/CLUSTER.md`` says.
 
 No printing: the command line shows the ``Progress`` and the failures, as for a local run.
 """
@@ -29,9 +30,10 @@ log = logging.getLogger(__name__)
 LOCAL = "local"
 """``--ray local``: a Ray instance of this machine's own, started and stopped by the command."""
 IN_FLIGHT_PER_WORKER = 2
-"""Files sent to a worker ahead of its results: one to work on and one waiting, so that a worker never
-idles for a round trip, while the rest stay here (a huge archive is not queued on the cluster at once,
-and files go to the workers that finish first)."""
+"""Tasks sent to a worker ahead of its results: one to work on and one waiting, so that a worker never
+idles for a round trip, while the rest of the files stay here (a huge archive is not queued on the cluster
+at once, and files go to the workers that finish first). A task carries as many files as the worker asks
+for (``ArchiveWorker.ready``)."""
 RESTARTS = 2
 """How often Ray restarts a worker that died (its process or its node), on another node when its own is
 gone (where the cluster has room for it: else it waits for room). A worker dead after that is dropped and
@@ -39,19 +41,20 @@ the run goes on with the others."""
 REST_SECONDS = 1.0
 """How often a worker that Ray is restarting is asked whether it is back."""
 ATTEMPTS = 3
-"""Workers a file is sent to before it is recorded as failed (a rerun tries it again): a file whose worker
-was lost goes back to the queue, since Ray can't tell whether a lost task ran, and a transcription run
-twice writes nothing twice (the driver writes the outputs). A file that kills every worker it reaches
-stops there."""
+"""Workers a file is sent to before it is recorded as failed (a rerun tries it again): each file of a task
+whose worker was lost goes back to the queue, since Ray can't tell whether a lost task ran, and a
+transcription run twice writes nothing twice (the driver writes the outputs). A file that kills every
+worker it reaches stops there."""
 LOCAL_OBJECT_STORE_BYTES = 100 * 2**20
 """``--ray local``'s object store: only transcripts travel through it, so Ray's default (30% of the
 machine's memory) would reserve memory for nothing."""
 
 
 class ArchiveWorker:
-    """A Ray actor: one engine, the model loaded once, transcribing one file at a time."""
+    """A Ray actor: one engine, the model loaded once, transcribing the files of a task together, ``batch``
+    windows in each encoder pass (default: the engine's ``encoder_batch``, 1 on the CPU)."""
 
-    def __init__(self, model: str, device: str, options: dict) -> None:
+    def __init__(self, model: str, device: str, options: dict, batch: int | None) -> None:
         import ray
 
         from sayso.engine.engine import Engine
@@ -63,27 +66,30 @@ class ArchiveWorker:
             os.environ.setdefault(ADAPTER_ENV, str(int(gpus[0])))
         self.engine = Engine(model, device=device)
         self.options = options
+        self.batch = batch or self.engine.encoder_batch()
 
-    def ready(self) -> bool:
-        """Whether this worker answers: a worker Ray restarted is asked before files go to it again."""
-        return True
+    def ready(self) -> int:
+        """The files a task for this worker carries: as many as windows in its encoder's pass, so that short
+        files fill it too. Asked once the worker is started, and again once Ray restarted it, before files
+        go to it."""
+        return self.batch
 
-    def transcribe(self, path: str):
-        """The file's transcript, or its ``AudioError``'s message (a bad file, recorded as failed); any other
-        error reaches the driver and stops the run, as it would locally."""
-        try:
-            return self.engine.transcribe_file(path, language=self.options["language"], task=self.options["task"],
-                                               prompt=self.options["prompt"])
-        except AudioError as error:
-            return str(error)
+    def transcribe(self, paths: list[str]) -> list:
+        """Each file's transcript, or its ``AudioError``'s message (a bad file, recorded as failed), in the
+        order of ``paths``; any other error reaches the driver and stops the run, as it would locally."""
+        outcomes = self.engine.transcribe_many(paths, language=self.options["language"], task=self.options["task"],
+                                               prompt=self.options["prompt"], batch=self.batch)
+        return [str(outcome) if isinstance(outcome, AudioError) else outcome for _, outcome in outcomes]
 
 
 def transcribe_archive_on_ray(files: list[ArchiveFile], outdir: Path, model: Path, options: dict, address: str,
-                              workers: int | None, device: str, show: Callable[[Progress, float], None],
+                              workers: int | None, device: str, batch: int | None,
+                              show: Callable[[Progress, float], None],
                               failed: Callable[[Path, str], None]) -> Summary:
     """``archive.transcribe_archive`` on Ray at ``address`` (``local``, ``auto``, or ``HOST:PORT``) with
     ``workers`` engines: by default one per GPU of the cluster, or, with no GPU or ``device`` ``cpu``, one
-    per node (the numpy backend uses all of a machine's cores)."""
+    per node (the numpy backend uses all of a machine's cores). ``batch``: windows per encoder pass, and
+    files per task (default: each engine's ``encoder_batch``)."""
     run = ArchiveRun(files, outdir, model, options)
     if not run.todo:  # nothing to do: no cluster to reach
         return run.finish()
@@ -97,7 +103,7 @@ def transcribe_archive_on_ray(files: list[ArchiveFile], outdir: Path, model: Pat
         else:
             ray.init(address=address, **quiet)
     try:
-        _transcribe_on(ray, run, _start_workers(ray, str(model), device, options, workers), show, failed)
+        _transcribe_on(ray, run, _start_workers(ray, str(model), device, options, workers, batch), show, failed)
     finally:
         ray.shutdown()  # a local instance stops; a cluster's workers end with this driver
     return run.finish()
@@ -111,7 +117,7 @@ def _import_ray():
     return ray
 
 
-def _start_workers(ray, model: str, device: str, options: dict, workers: int | None) -> list:
+def _start_workers(ray, model: str, device: str, options: dict, workers: int | None, batch: int | None) -> list:
     """The workers: one GPU each where the cluster has GPUs and ``device`` isn't ``cpu``, else one CPU
     each, spread over the nodes."""
     gpus = int(ray.cluster_resources().get("GPU", 0)) if device != "cpu" else 0
@@ -121,41 +127,36 @@ def _start_workers(ray, model: str, device: str, options: dict, workers: int | N
         actor = ray.remote(num_cpus=1, max_restarts=RESTARTS, max_task_retries=RESTARTS,
                            scheduling_strategy="SPREAD")(ArchiveWorker)
     count = workers or gpus or sum(1 for node in ray.nodes() if node["Alive"])
-    return [actor.remote(model, device, options) for _ in range(count)]
+    return [actor.remote(model, device, options, batch) for _ in range(count)]
 
 
-def _transcribe_on(ray, run: ArchiveRun, workers: list, show, failed) -> None:
-    """Send the files to do to the ``workers``, at most ``IN_FLIGHT_PER_WORKER`` each, recording each
-    outcome as it comes back, in whatever order.
+def _transcribe_on(ray, run: ArchiveRun, started: list, show, failed) -> None:
+    """Send the files to do to the ``started`` workers, each once it answers ``ready`` with the files its
+    tasks carry, at most ``IN_FLIGHT_PER_WORKER`` tasks each, recording each file's outcome as its task comes
+    back, in whatever order.
 
     A worker whose process or node died answers ``ActorUnavailableError`` while Ray restarts it (Ray can't
-    tell whether the file was done): its files go back to the queue for the other workers (``ATTEMPTS``),
-    and it rests, asked ``ready`` every ``REST_SECONDS``, until it answers again. A worker that Ray gave up
-    on (``ActorDiedError``) is dropped."""
+    tell whether its task was done): the task's files go back to the queue for the other workers
+    (``ATTEMPTS``), and it rests, asked ``ready`` every ``REST_SECONDS``, until it answers again. A worker
+    that Ray gave up on (``ActorDiedError``) is dropped."""
     from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
     queue = deque(run.todo)
-    pending = {}  # a result to come -> (its file, or None for a ``ready`` probe; the worker asked)
+    pending = {}  # a result to come -> (its task's files, or None for a ``ready`` probe; the worker asked)
     attempts = Counter()
+    workers = {}  # a worker that answers -> the files a task for it carries
     resting = {}  # a worker being restarted -> when to ask it whether it is back
 
     def fill(worker) -> None:
         while queue and sum(w is worker for _, w in pending.values()) < IN_FLIGHT_PER_WORKER:
-            file = queue.popleft()
-            attempts[file.path] += 1
-            pending[worker.transcribe.remote(str(file.path))] = (file, worker)
+            task = [queue.popleft() for _ in range(min(workers[worker], len(queue)))]
+            attempts.update(file.path for file in task)
+            pending[worker.transcribe.remote([str(file.path) for file in task])] = (task, worker)
 
-    def lost(file: ArchiveFile, error: Exception) -> str | None:
-        """Why ``file`` failed, or None when it goes to a worker again."""
-        if attempts[file.path] >= ATTEMPTS:
-            return f"its Ray worker died {attempts[file.path]} times: {str(error).splitlines()[0]}"
-        queue.appendleft(file)
-        return None
-
-    for worker in workers:
-        fill(worker)
+    for worker in started:
+        pending[worker.ready.remote()] = (None, worker)
     show(run.progress, 0.0)
-    while pending or (queue and resting):
+    while any(task is not None for task, _ in pending.values()) or (queue and (pending or resting)):
         if pending:
             ready = ray.wait(list(pending), num_returns=1, timeout=REST_SECONDS)[0]
         else:  # every worker left is being restarted
@@ -167,28 +168,34 @@ def _transcribe_on(ray, run: ArchiveRun, workers: list, show, failed) -> None:
             pending[worker.ready.remote()] = (None, worker)
         if not ready:
             continue
-        file, worker = pending.pop(ready[0])
+        task, worker = pending.pop(ready[0])
         try:
-            outcome = ray.get(ready[0])
+            answer = ray.get(ready[0])
         except RayTaskError as error:  # not a bad file: e.g. options the model refuses
             raise error.cause from None
         except RayActorError as error:
-            outcome = lost(file, error) if file is not None else None
-            if worker in workers:
-                workers.remove(worker)
-            probed = any(f is None and w is worker for f, w in pending.values())
+            workers.pop(worker, None)
+            probed = any(t is None and w is worker for t, w in pending.values())
             if isinstance(error, ActorUnavailableError) and not probed:
                 resting[worker] = now + REST_SECONDS
                 log.info("archive: a Ray worker is being restarted (%s)", str(error).splitlines()[0])
-            worker = None
-        if file is not None and isinstance(outcome, str):
-            run.record_failed(file, outcome)
-            failed(file.path, outcome)
-        elif file is not None and outcome is not None:
-            run.record_done(file, outcome)
-        elif file is None and worker is not None and worker not in workers:  # a rested worker is back
-            workers.append(worker)
-        for spare in list(workers):  # a file handed back goes to whoever has room
+            answer = None
+            if task is not None:  # each file goes to a worker again (None), or fails after ATTEMPTS
+                again = [file for file in task if attempts[file.path] < ATTEMPTS]
+                queue.extendleft(reversed(again))
+                why = f"its Ray worker died {ATTEMPTS} times: {str(error).splitlines()[0]}"
+                answer = [None if file in again else why for file in task]
+        if task is None:
+            if answer is not None:  # a worker started, or back after a restart
+                workers[worker] = answer
+        else:
+            for file, outcome in zip(task, answer):
+                if isinstance(outcome, str):
+                    run.record_failed(file, outcome)
+                    failed(file.path, outcome)
+                elif outcome is not None:
+                    run.record_done(file, outcome)
+        for spare in workers:  # a file handed back goes to whoever has room
             fill(spare)
         show(run.progress, 0.0)
     if queue:

@@ -1,5 +1,6 @@
 """`sayso transcribe DIR -o OUTDIR --ray local`: a Ray worker that dies mid-file costs no file
-(``app.core.archive_ray``: Ray restarts the worker and runs again the files it held)."""
+(``app.core.archive_ray``: Ray restarts the worker and runs again the files it held), and a worker whose
+engine batches its encoder is sent several files a task."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from test_archive import finish, outputs, records, transcribe
+from test_archive import archive, finish, outputs, records, transcribe
 
-from conftest import AUDIO, JFK_WORDS, skip_or_fail, words
+from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, skip_or_fail, words
 
 WORKER_AT_WORK = b"ray::ArchiveWorker.transcribe"
 """How a Ray worker process titles itself while it runs ``ArchiveWorker.transcribe``."""
@@ -122,3 +124,41 @@ def test_the_files_of_a_node_that_dies_are_done_on_another_node_of_the_cluster(t
         cluster.shutdown()
     assert lost is not None, f"no worker was seen at work\n{stderr}"
     _assert_each_clip_done_once(out, clips, status, stderr)
+
+
+class _Counting:
+    """A Ray worker's handle that notes the paths of each task it is sent."""
+
+    def __init__(self, worker, tasks: list[list[str]]) -> None:
+        self.ready = worker.ready
+        self.transcribe = SimpleNamespace(remote=lambda paths: tasks.append(paths) or worker.transcribe.remote(paths))
+
+
+def test_a_worker_whose_engine_batches_is_sent_several_files_a_task_and_writes_what_a_local_run_writes(
+        tmp_path, monkeypatch, capsys):
+    """``--batch 3`` with ``--ray``: the worker's encoder takes three windows a pass (as a GPU's does by
+    default), so each task carries three files, bad ones among them, transcribed together by the engine's
+    ``transcribe_many``; the outputs and the manifest's records are a local run's, file by file."""
+    if importlib.util.find_spec("ray") is None:
+        skip_or_fail("needs Ray: pip install -e '.[cluster]'")
+    from sayso.app import cli
+    from sayso.app.core import archive_ray
+
+    folder, local, on_ray, data = tmp_path / "archive", tmp_path / "local", tmp_path / "ray", tmp_path / "data"
+    good = archive(folder)
+    status, _ = finish(transcribe(folder, local, data))
+    assert status == 1  # because of the bad files
+
+    tasks = []
+    start_workers = archive_ray._start_workers
+    monkeypatch.setattr(archive_ray, "_start_workers",
+                        lambda *args: [_Counting(worker, tasks) for worker in start_workers(*args)])
+    monkeypatch.setenv("SAYSO_DATA_DIR", str(data))
+    status = cli.main(["transcribe", str(folder), "-o", str(on_ray), "--recursive", "--model", str(TINY_EN_GGUF),
+                       "--device", "cpu", "--ray", "local", "--ray-workers", "1", "--batch", "3"])
+    stderr = capsys.readouterr().err
+    assert status == 1, stderr
+    assert "sayso: 3 transcribed, 0 skipped (done before), 2 failed" in stderr
+    assert [len(task) for task in tasks] == [3, 2], tasks  # five inputs (the link is jfk.wav), one worker
+    assert outputs(on_ray) == outputs(local) and set(outputs(on_ray)) == set(good)
+    assert {r["input"]["path"]: r for r in records(on_ray)} == {r["input"]["path"]: r for r in records(local)}
