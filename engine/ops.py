@@ -123,6 +123,16 @@ JOINT_ACTIVATIONS = ("relu", "tanh", "sigmoid")
 """The joint networks' hidden activations, in the order of shaders/transducer.wgsl's ACT codes."""
 
 
+def check_relative_attention(q, k, v, positions, bias, n_heads: int) -> None:
+    """Raise ValueError unless q, k, v [T, H*dh], positions [2T-1, H*dh] and bias [H, 2T-1] fit
+    ``Ops.relative_attention``, on either backend."""
+    t, width = q.shape
+    if k.shape != q.shape or v.shape != q.shape or positions.shape != (2 * t - 1, width) or bias.shape != (
+            n_heads, 2 * t - 1):
+        raise ValueError(f"relative_attention: q {q.shape}, k {k.shape}, v {v.shape}, positions "
+                         f"{positions.shape} and bias {bias.shape} don't fit {n_heads} heads over {t} positions")
+
+
 class Ops(abc.ABC):
     """The operations every model family uses, and what a backend says of itself. See the module
     docstring for layout conventions."""

@@ -28,7 +28,8 @@ from threadpoolctl import ThreadpoolController
 from sayso.engine import onnx_graph
 from sayso.engine.cpu.q8_matmul import STEP_ROWS, Q8Weight, q8_0_blocks
 from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, q8_0_values
-from sayso.engine.ops import TRANSDUCER_HEADER, Activation, Backend, Position, WeightSource, WhisperRules
+from sayso.engine.ops import (TRANSDUCER_HEADER, Activation, Backend, Position, WeightSource, WhisperRules,
+                              check_relative_attention)
 
 # Chebyshev fit of erfc from Numerical Recipes (erfcc): erfc(z) = t*exp(-z*z + P(t)), t = 1/(1+z/2),
 # z >= 0, fractional error < 1.2e-7. Evaluated in float64, erf = 1 - erfc is within 1e-7 everywhere.
@@ -483,11 +484,7 @@ class NumpyOps(Backend):
         return self._attention(q, k, v, n_heads, scale, causal=causal)
 
     def relative_attention(self, q, k, v, positions, bias, n_heads, scale):
-        t = q.shape[0]
-        if k.shape != q.shape or v.shape != q.shape or positions.shape != (2 * t - 1, q.shape[1]) or bias.shape != (
-                n_heads, 2 * t - 1):
-            raise ValueError(f"relative_attention: q {q.shape}, k {k.shape}, v {v.shape}, positions "
-                             f"{positions.shape} and bias {bias.shape} don't fit {n_heads} heads over {t} positions")
+        check_relative_attention(q, k, v, positions, bias, n_heads)
         return self._attention(q, k, v, n_heads, scale, relative=(positions, bias))
 
     def _attention(self, q, k, v, n_heads, scale, causal=False, relative=None):

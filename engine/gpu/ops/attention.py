@@ -19,7 +19,7 @@ from sayso.engine.gpu.entry_points import (ATTENTION, ATTENTION_RELATIVE, ATTENT
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
-from sayso.engine.ops import Position
+from sayso.engine.ops import Position, check_relative_attention
 
 MAX_HEAD_DIM = 128
 """Largest head size the kernels take: 8 threads per query row times 4 quads of 4 output dims per
@@ -143,13 +143,8 @@ class AttentionOps(GpuOpsBase):
         dispatch for every head, the position term of each score taken inside the flash walk over the
         keys, so no [H, T, 2T-1] table of position scores is written or bound."""
         dh = _check_heads("q", q, n_heads)
-        for name, x in (("k", k), ("v", v), ("positions", positions)):
-            _check_heads(name, x, n_heads, dh)
+        check_relative_attention(q, k, v, positions, bias, n_heads)  # k, v and positions as wide as q
         t = q.shape[0]
-        if k.shape != q.shape or v.shape != q.shape or positions.shape[0] != 2 * t - 1 or bias.shape != (
-                n_heads, 2 * t - 1):
-            raise ValueError(f"relative_attention: q {q.shape}, k {k.shape}, v {v.shape}, positions "
-                             f"{positions.shape} and bias {bias.shape} don't fit {n_heads} heads over {t} positions")
         out = self.empty(q.shape)
         groups = n_heads * -(-t // Q_ROWS)
         self.run(ATTENTION_RELATIVE, [q, k, v, out, positions, bias], [t, t, n_heads, 0, float(scale), groups, 1],
