@@ -123,14 +123,16 @@ JOINT_ACTIVATIONS = ("relu", "tanh", "sigmoid")
 """The joint networks' hidden activations, in the order of shaders/transducer.wgsl's ACT codes."""
 
 
-def check_relative_attention(q, k, v, positions, bias, n_heads: int) -> None:
-    """Raise ValueError unless q, k, v [T, H*dh], positions [2T-1, H*dh] and bias [H, 2T-1] fit
-    ``Ops.relative_attention``, on either backend."""
+def check_relative_attention(q, k, v, positions, bias, n_heads: int) -> int:
+    """The span L of the position tables, raising ValueError unless q, k, v [T, H*dh], positions
+    [2L-1, H*dh] and bias [2L-1, H] with L >= T fit ``Ops.relative_attention``, on either backend."""
     t, width = q.shape
-    if k.shape != q.shape or v.shape != q.shape or positions.shape != (2 * t - 1, width) or bias.shape != (
-            n_heads, 2 * t - 1):
+    rows = positions.shape[0]
+    if (k.shape != q.shape or v.shape != q.shape or rows % 2 == 0 or rows < 2 * t - 1
+            or positions.shape != (rows, width) or bias.shape != (rows, n_heads)):
         raise ValueError(f"relative_attention: q {q.shape}, k {k.shape}, v {v.shape}, positions "
                          f"{positions.shape} and bias {bias.shape} don't fit {n_heads} heads over {t} positions")
+    return (rows + 1) // 2
 
 
 class Ops(abc.ABC):
@@ -361,14 +363,16 @@ class Ops(abc.ABC):
 
     @abc.abstractmethod
     def relative_attention(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, bias: Tensor, n_heads: int,
-                           scale: float) -> Tensor:
+                           scale: float, window: tuple[int, int] | None = None) -> Tensor:
         """Transformer-XL relative-position self-attention (Parakeet), flash style, every head at once.
 
-        q, k, v: [T, H*dh]; positions: [2T-1, H*dh], row r is relative position (T-1) - r, pre-scaled;
-        bias: [H, 2T-1] -> [T, H*dh]. The score of query i and key j in head h, with r = (T-1) + j - i,
-        is ``q_i·k_j * scale + q_i·positions[r] + bias[h, r]`` (head h's columns), then softmax over
-        j. The bias carries what does not depend on the query (Transformer-XL's (v - u)·P term) and a
-        local-attention mask as large negative values. The position term is taken inside the walk over
+        q, k, v: [T, H*dh]; positions: [2L-1, H*dh] with L >= T, row r is relative position (L-1) - r;
+        bias: [2L-1, H] -> [T, H*dh]. The score of query i and key j in head h, with r = (L-1) + j - i,
+        is ``(q_i·k_j + q_i·positions[r]) * scale + bias[r, h]`` (head h's columns), then softmax over
+        j. The bias carries what does not depend on the query (Transformer-XL's (v - u)·P term, scaled).
+        The tables may be made for a longer L than T, so a model keeps one pair for every length up to
+        the longest it has seen. ``window`` = (left, right) lets query i see keys i-left..i+right only
+        (local attention); None is full attention. The position term is taken inside the walk over
         the keys: an [H, T, 2T-1] table of it would outgrow the attention itself on long audio.
         """
 

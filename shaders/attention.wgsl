@@ -40,6 +40,9 @@ struct Params {
     scale: f32,
     groups: u32,   // batch * heads * ceil(tq / Q_ROWS): the grid may hold more workgroups than that
     batch: u32,    // main: sequences of tq queries and tk keys one after the other, each its own; relative: 1
+    span: u32,     // relative only: L >= tq, the length the position tables were made for
+    left: u32,     // relative only: query i sees keys i - left .. i + right
+    right: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -47,16 +50,16 @@ struct Params {
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
-// relative only: [2T - 1, H*dh], row r is relative position (T - 1) - r (i - j), pre-scaled
+// relative only: [2L - 1, H*dh], row r is relative position (L - 1) - r (i - j)
 @group(0) @binding(5) var<storage, read> positions: array<f32>;
-// relative only: [H, 2T - 1], added to the score at the same row: (v - u)·P and the local-attention mask
+// relative only: [2L - 1, H], added to the scaled score at the same row: (v - u)·P, pre-scaled
 @group(0) @binding(6) var<storage, read> position_bias: array<f32>;
 
 var<workgroup> q_tile: array<vec4<f32>, Q_ROWS * QUADS>;
 var<workgroup> k_tile: array<vec4<f32>, BK * K_STRIDE>;
 var<workgroup> v_tile: array<vec4<f32>, BK * QUADS>;
 var<workgroup> s_tile: array<f32, Q_ROWS * BK>;
-// relative only: the position rows a block of keys needs, (T-1) + j - i for its BK keys and Q_ROWS rows
+// relative only: the position rows a block of keys needs, (L-1) + j - i for its BK keys and Q_ROWS rows
 var<workgroup> position_tile: array<vec4<f32>, (BK + Q_ROWS - 1u) * K_STRIDE>;
 
 const Q: u32 = 0u;
@@ -222,19 +225,19 @@ fn main(
 }
 
 // ---- relative positions (Parakeet, engine/conformer/attention.py) -----------------------------------
-// Transformer-XL self-attention over T = tq = tk positions, the position term inside the key loop: the
-// score of query i and key j in head h is
-//     q_i·k_j * scale + q_i·positions[(T-1) + j - i] + position_bias[h, (T-1) + j - i]
-// (positions' head-h columns), so no [H, T, 2T-1] table of position scores is ever written. A block of
+// Transformer-XL self-attention over T = tq = tk positions, the position term inside the key loop: with
+// r = (L-1) + j - i, the score of query i and key j in head h is
+//     (q_i·k_j + q_i·positions[r]) * scale + position_bias[r, h]
+// (positions' head-h columns), so no [H, T, 2T-1] table of position scores is ever written. The tables
+// may be made for a longer length L than T (a model keeps them for the longest audio so far). A block of
 // BK keys and Q_ROWS rows needs BK + Q_ROWS - 1 consecutive position rows, staged beside the keys.
-// A local-attention window comes in the bias as a large finite negative (not NEG): a block whose keys
-// are all outside a row's window gives it weights that the first block inside multiplies by exp() of
-// minus that, exactly 0 (a window holds at least the row's own key).
+// A local-attention window masks keys outside i - left .. i + right as NEG, as `main` masks causally,
+// and the blocks no row of the workgroup sees are not walked.
 
-// Quad `c` of the head at col0 of position row `at`, zero outside the 2T - 1 rows.
+// Quad `c` of the head at col0 of position row `at`, zero outside the 2L - 1 rows.
 fn position_quad(at: i32, col0: u32, c: u32) -> vec4<f32> {
     var quad = vec4<f32>(0.0);
-    if (at >= 0 && u32(at) < 2u * p.tq - 1u) {
+    if (at >= 0 && u32(at) < 2u * p.span - 1u) {
         let base = u32(at) * p.heads * HEAD_DIM + col0 + 4u * c;
         for (var e = 0u; e < 4u; e++) {
             if (4u * c + e < HEAD_DIM) {
@@ -261,15 +264,18 @@ fn relative(
     let r = tid / ROW_THREADS;
     let t = tid % ROW_THREADS;
     let i = w.q0 + r;
-    let position_rows = 2u * p.tq - 1u;
+    let center = p.span - 1u; // the position row of j - i = 0
     var row = Row(NEG, 0.0, array<vec4<f32>, MAX_QUADS_PER_THREAD>());
 
-    for (var kb = 0u; kb < p.tk; kb += BK) {
+    // The keys some row of the block sees: from the first row's window start to the last row's end.
+    let k_begin = select(0u, w.q0 - p.left, w.q0 > p.left);
+    let k_end = min(p.tk, w.q0 + Q_ROWS + p.right);
+    for (var kb = k_begin - k_begin % BK; kb < k_end; kb += BK) {
         workgroupBarrier(); // the previous block's tiles are no longer read
         stage_keys(tid, w, kb);
         // Tile row n is position row first + n: row r of the block and its key j read tile row
         // j - r + Q_ROWS - 1.
-        let first = i32(p.tq - 1u + kb) - i32(w.q0 + Q_ROWS - 1u);
+        let first = i32(center + kb) - i32(w.q0 + Q_ROWS - 1u);
         for (var e = tid; e < (BK + Q_ROWS - 1u) * QUADS; e += THREADS) {
             let n = e / QUADS;
             position_tile[n * K_STRIDE + e % QUADS] = position_quad(first + i32(n), w.col0, e % QUADS);
@@ -287,9 +293,9 @@ fn relative(
             let j = t + n * ROW_THREADS;
             let key = kb + j;
             var score = NEG;
-            if (key < p.tk && i < p.tq) {
-                let bias = position_bias[w.h * position_rows + (p.tq - 1u) + key - i];
-                score = s[n] * p.scale + (by_position[n] + bias);
+            if (key < p.tk && i < p.tq && key + p.left >= i && key <= i + p.right) {
+                let bias = position_bias[(center + key - i) * p.heads + w.h];
+                score = (s[n] + by_position[n]) * p.scale + bias;
             }
             s_tile[r * BK + j] = score;
         }

@@ -7,13 +7,14 @@
 * ``RotaryAttention`` (GigaAM): rotary positions applied to the layer input *before* the query and
   key projections (the value projection sees the unrotated input), base ``pos_emb_max_len``.
 
-How the relative-position term is computed: the position projections ``p`` depend only on the
-sequence length T, not on the audio, so for each T they are computed once on the host, scaled by
-1/sqrt(dh), and uploaded: ``P`` [2T-1, d]. The query projection's bias includes u, so the position
-term ``(q_i + u)·P_h + (v - u)·P_h`` is the projected query against P plus a bias that does not depend
-on the audio: the second term, computed on the host with P, and the local-attention mask. One
+How the relative-position term is computed: the position projections ``P = linear_pos(sinusoids)``
+[2L-1, d] depend only on the sequence length, not on the audio, so each layer makes them on the backend
+for the longest length L it has seen (rounded up to ``SPAN_STEP`` frames) and keeps them: a shorter
+sequence reads the middle rows. The query projection's bias includes u, so the position term
+``(q_i + u)·P_h + (v - u)·P_h`` is the projected query against P plus a bias that does not depend on
+the audio, made from the same sinusoids by a [H, d] weight folded at load (``Wpos_hᵀ (v - u)_h``). One
 ``relative_attention`` over all heads takes that term inside its walk over the keys, so no
-[H, T, 2T-1] table of position scores is ever held.
+[H, T, 2T-1] table of position scores is ever held, and keeps to a local-attention window there.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ import numpy as np
 
 from sayso.engine.conformer.weights import Linear, dequantized, linear, matrix_source
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import Ops, Tensor
+from sayso.engine.ops import Ops, Tensor, WeightSource
 
-MASKED = np.float32(-1e30)
-"""Added to the scores of keys outside a local-attention window: finite, so a block of keys that
-are all masked never turns a running softmax into NaN, and exp() of it is exactly 0 next to any
-real score."""
+SPAN_STEP = 64
+"""Frames (5.12 s after 8x subsampling) the position tables' length is rounded up to: a dictation
+whose audio grows chunk by chunk remakes them every few seconds of speech, not at every chunk."""
 
 
 def relative_sinusoids(length: int, d_model: int) -> np.ndarray:
@@ -60,17 +60,22 @@ class RelPositionAttention:
         query = matrix_source(model_file, f"{prefix}.linear_q.weight")
         d = query.shape[1]
         dh = d // n_heads
+        self.d_model = d
         self.scale = 1.0 / math.sqrt(dh)
         u = model_file.array(f"{prefix}.pos_bias_u").reshape(n_heads, dh)
         v = model_file.array(f"{prefix}.pos_bias_v").reshape(n_heads, dh)
-        self.bias_v_minus_u = (v - u).astype(np.float32)  # q + v = (q + u) + (v - u)
-        self.pos_projection = dequantized(matrix_source(model_file, f"{prefix}.linear_pos.weight"))  # host [d, d]
+        position = matrix_source(model_file, f"{prefix}.linear_pos.weight")
+        self.position = ops.weight(position)  # [d, d]: P = sinusoids · Wposᵀ
+        # The bias (v - u)_h·P_h, scaled, is sinusoids · (scale · Wpos_hᵀ (v - u)_h): one [H, d] weight.
+        by_head = dequantized(position).reshape(n_heads, dh, d)
+        folded = np.einsum("hcd,hc->hd", by_head, (v - u).astype(np.float32)) * np.float32(self.scale)
+        self.position_bias = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", folded.shape,
+                                                     folded.astype(np.float32)))
         q_bias = model_file.array(f"{prefix}.linear_q.bias") if model_file.has(f"{prefix}.linear_q.bias") else 0
         self.q = Linear(ops.weight(query), ops.tensor(q_bias + u.reshape(-1)))
         self.k, self.v, self.out = (linear(model_file, ops, f"{prefix}.{name}")
                                     for name in ("linear_k", "linear_v", "linear_out"))
-        self._table: np.ndarray | None = None  # host linear_pos(sinusoids) for the longest length so far
-        self._positions: tuple[int, Tensor, Tensor] | None = None  # (T, P [2T-1, d], bias [H, 2T-1])
+        self._positions: tuple[int, Tensor, Tensor] | None = None  # (L, P [2L-1, d], bias [2L-1, H])
 
     def __call__(self, ops: Ops, h: Tensor, x: Tensor) -> Tensor:
         """``x + attention(h)``: h is the LayerNorm'd input [T, d], x the residual stream [T, d]."""
@@ -78,28 +83,15 @@ class RelPositionAttention:
         q = ops.gemm(h, self.q.weight, self.q.bias)  # q + u
         k = ops.gemm(h, self.k.weight, self.k.bias)
         v = ops.gemm(h, self.v.weight, self.v.bias)
-        heard = ops.relative_attention(q, k, v, positions, position_bias, self.n_heads, self.scale)
+        heard = ops.relative_attention(q, k, v, positions, position_bias, self.n_heads, self.scale, self.window)
         return ops.gemm(heard, self.out.weight, self.out.bias, residual=x)
 
     def _positions_for(self, ops: Ops, t: int) -> tuple[Tensor, Tensor]:
-        """(P [2t-1, d], bias [H, 2t-1]) for sequences of length t, cached for the last length (the
-        engine's windows mostly share one)."""
-        if self._positions is not None and self._positions[0] == t:
-            return self._positions[1:]
-        d = self.pos_projection.shape[0]
-        longest = 0 if self._table is None else (self._table.shape[0] + 1) // 2
-        if t > longest:
-            self._table = relative_sinusoids(t, d) @ self.pos_projection.T
-            longest = t
-        table = self._table[longest - t : longest + t - 1] * np.float32(self.scale)  # rows +(t-1)..-(t-1)
-        mask = np.zeros(2 * t - 1, np.float32)
-        if self.window is not None:
-            left, right = self.window
-            offset = np.arange(2 * t - 1) - (t - 1)  # j - i of each position row
-            mask[(offset < -left) | (offset > right)] = MASKED
-        by_head = table.reshape(2 * t - 1, self.n_heads, -1)  # [2t-1, H, dh]
-        bias = np.einsum("rhd,hd->hr", by_head, self.bias_v_minus_u) + mask
-        self._positions = (t, ops.tensor(table), ops.tensor(bias.astype(np.float32)))
+        """(P [2L-1, d], bias [2L-1, H]) for some L >= t, made on the backend when t outgrows them."""
+        if self._positions is None or self._positions[0] < t:
+            span = -(-t // SPAN_STEP) * SPAN_STEP
+            sinusoids = ops.tensor(relative_sinusoids(span, self.d_model))
+            self._positions = (span, ops.gemm(sinusoids, self.position), ops.gemm(sinusoids, self.position_bias))
         return self._positions[1:]
 
 

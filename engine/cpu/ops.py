@@ -483,13 +483,13 @@ class NumpyOps(Backend):
             return run(None, {"q": q[None], "k": k[None], "v": v[None]})[0][0]
         return self._attention(q, k, v, n_heads, scale, causal=causal)
 
-    def relative_attention(self, q, k, v, positions, bias, n_heads, scale):
-        check_relative_attention(q, k, v, positions, bias, n_heads)
-        return self._attention(q, k, v, n_heads, scale, relative=(positions, bias))
+    def relative_attention(self, q, k, v, positions, bias, n_heads, scale, window=None):
+        span = check_relative_attention(q, k, v, positions, bias, n_heads)
+        return self._attention(q, k, v, n_heads, scale, window=window, relative=(positions, bias, span))
 
-    def _attention(self, q, k, v, n_heads, scale, causal=False, relative=None):
+    def _attention(self, q, k, v, n_heads, scale, causal=False, window=None, relative=None):
         """``attention`` of one sequence, or ``relative_attention`` where ``relative`` is its (positions,
-        bias), a block of query rows at a time."""
+        bias, span L) and ``window`` its (left, right), a block of query rows at a time."""
         tq, tk = q.shape[0], k.shape[0]
         dh = q.shape[1] // n_heads
         scaled = q * np.float32(1.0 / np.sqrt(dh) if scale is None else scale)
@@ -498,14 +498,18 @@ class NumpyOps(Backend):
         def block(rows: slice) -> None:  # every head for the queries ``rows``
             i = np.arange(tq)[rows, None]
             j = np.arange(tk)[None, :]
-            hidden = j > i + (tk - tq) if causal else None  # query i sees keys j <= i + (tk - tq)
+            hidden = None
+            if causal:
+                hidden = j > i + (tk - tq)  # query i sees keys j <= i + (tk - tq)
+            elif window is not None:
+                hidden = (j < i - window[0]) | (j > i + window[1])
             for h in range(n_heads):
                 cols = slice(h * dh, (h + 1) * dh)
                 scores = scaled[rows, cols] @ k[:, cols].T  # [rows, tk]
-                if relative is not None:  # score[h, i, j] += q_i·positions[r] + bias[h, r], r = (tq - 1) + j - i
-                    positions, bias = relative
-                    by_position = q[rows, cols] @ positions[:, cols].T + bias[h]  # [rows, 2T-1]
-                    scores += np.take_along_axis(by_position, (tq - 1) + j - i, axis=1)
+                if relative is not None:  # score[h, i, j] += scale * q_i·positions[r] + bias[r, h], r = (L-1) + j - i
+                    positions, bias, span = relative
+                    by_position = scaled[rows, cols] @ positions[:, cols].T + bias[:, h]  # [rows, 2L-1]
+                    scores += np.take_along_axis(by_position, (span - 1) + j - i, axis=1)
                 if hidden is not None:
                     scores[hidden] = -np.inf
                 weights = exp_shifted_rows(scores)

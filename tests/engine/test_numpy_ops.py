@@ -162,18 +162,21 @@ def test_depthwise_conv(pad_left):
             assert out[t, c] == pytest.approx(want, abs=1e-5)
 
 
-def naive_attention(q, k, v, n_heads, causal, rel=None):
+def naive_attention(q, k, v, n_heads, causal, rel=None, window=None):
+    """rel[h, i, r]: added to score (i, j) at r = (L-1) + j - i, L = (rel.shape[2] + 1) / 2."""
     tq, tk, dh = q.shape[0], k.shape[0], q.shape[1] // n_heads
+    center = tq - 1 if rel is None else (rel.shape[2] - 1) // 2
     out = np.zeros(q.shape)
     for h in range(n_heads):
         cols = slice(h * dh, (h + 1) * dh)
         for i in range(tq):
-            visible = [j for j in range(tk) if not causal or j <= i + (tk - tq)]
+            visible = [j for j in range(tk) if (not causal or j <= i + (tk - tq))
+                       and (window is None or i - window[0] <= j <= i + window[1])]
             scores = []
             for j in visible:
                 s = float(np.dot(q[i, cols].astype(np.float64), k[j, cols])) / math.sqrt(dh)
                 if rel is not None:
-                    s += rel[h, i, (tq - 1) + j - i]
+                    s += rel[h, i, center + j - i]
                 scores.append(s)
             top = max(scores)
             weights = [math.exp(s - top) for s in scores]
@@ -191,14 +194,18 @@ def test_attention_is_the_naive_one(causal):
                                atol=1e-5)
 
 
-def test_relative_attention_adds_each_query_s_position_term():
-    """rel[h, i, r] = q_i·positions[r] + bias[h, r] (head h's columns), read at r = (T-1) + j - i."""
-    t, heads, dh = 4, 2, 4
+@pytest.mark.parametrize("window", [None, (1, 2)])
+def test_relative_attention_adds_each_query_s_position_term(window):
+    """rel[h, i, r] = (q_i·positions[r]) * scale + bias[r, h] (head h's columns), read at r = (L-1) + j - i
+    of tables made for L = T + 3, keys outside the window left out."""
+    t, span, heads, dh = 6, 9, 2, 4
+    scale = 1 / math.sqrt(dh)
     q, k, v = randn(t, heads * dh), randn(t, heads * dh), randn(t, heads * dh)
-    positions, bias = randn(2 * t - 1, heads * dh), randn(heads, 2 * t - 1)
-    rel = np.stack([q[:, h * dh:(h + 1) * dh] @ positions[:, h * dh:(h + 1) * dh].T + bias[h] for h in range(heads)])
-    np.testing.assert_allclose(ops.relative_attention(q, k, v, positions, bias, heads, 1 / math.sqrt(dh)),
-                               naive_attention(q, k, v, heads, False, rel), atol=1e-5)
+    positions, bias = randn(2 * span - 1, heads * dh), randn(2 * span - 1, heads)
+    rel = np.stack([q[:, h * dh:(h + 1) * dh] @ positions[:, h * dh:(h + 1) * dh].T * scale + bias[:, h]
+                    for h in range(heads)])
+    np.testing.assert_allclose(ops.relative_attention(q, k, v, positions, bias, heads, scale, window),
+                               naive_attention(q, k, v, heads, False, rel, window), atol=1e-5)
 
 
 def test_kv_cache_prefill_then_step_stores_float16():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sayso.engine.conformer.attention import MASKED
 from sayso.engine.gpu.entry_points import KV_ATTEND, KV_ATTEND_SUBGROUP
 from sayso.engine.gpu.ops import attention
 
@@ -306,60 +305,57 @@ def test_a_fast_attend_with_a_broken_subgroup_sum_is_caught(gpu_ops, portable_op
         assert not np.allclose(result, portable, **TIERS)
 
 
-def relative_inputs(rng, t, heads, head_dim, window):
-    """q, k, v, positions and bias as ``RelPositionAttention`` gives them: positions pre-scaled, the
-    bias a per-head term plus MASKED where j - i (row r is j - i = r - (T-1)) is outside ``window``."""
-    width, scale = heads * head_dim, 1 / np.sqrt(head_dim)
+def relative_inputs(rng, t, heads, head_dim, span):
+    """q, k, v, positions and bias as ``RelPositionAttention`` gives them, the tables made for ``span``
+    (L >= t) positions: positions [2L-1, H*dh], bias [2L-1, H]."""
+    width = heads * head_dim
     q, k, v = random(rng, t, width), random(rng, t, width), random(rng, t, width)
-    positions = random(rng, 2 * t - 1, width) * np.float32(scale)
-    bias = random(rng, heads, 2 * t - 1)
-    if window is not None:
-        offset = np.arange(2 * t - 1) - (t - 1)
-        bias[:, (offset < -window[0]) | (offset > window[1])] = MASKED
-    return q, k, v, positions, bias, scale
+    return q, k, v, random(rng, 2 * span - 1, width), random(rng, 2 * span - 1, heads)
 
 
 @pytest.mark.parametrize(
-    ("t", "heads", "head_dim", "window"),
+    ("t", "heads", "head_dim", "window", "span"),
     [
-        (1, 2, 8, None),
-        (7, 2, 8, None),
-        (33, 3, 16, None),  # three query blocks, a partial key block
-        (33, 4, 16, (5, 5)),
-        (70, 4, 16, (4, 2)),  # rows 48..63 see no key of the first block, rows 0..15 none of the last
-        (70, 2, 8, (0, 40)),  # rows past 29 see no key of the first block, 30..33 some of the second only
-        (9, 3, 33, None),  # odd head: heads start off 16-byte boundaries
-        (20, 2, 128, (3, 6)),  # the largest head: key blocks of 8 where workgroup memory is 32 KiB
+        (1, 2, 8, None, 1),
+        (7, 2, 8, None, 7),
+        (7, 2, 8, None, 64),  # tables made for a longer sequence: the middle rows are read
+        (33, 3, 16, None, 33),  # three query blocks, a partial key block
+        (33, 4, 16, (5, 5), 40),
+        (70, 4, 16, (4, 2), 70),  # rows 48..63 see no key of the first block, rows 0..15 none of the last
+        (70, 2, 8, (0, 40), 128),  # rows past 29 see no key of the first block, 30..33 some of the second only
+        (70, 2, 8, (300, 300), 70),  # a window wider than the sequence: full attention
+        (9, 3, 33, None, 9),  # odd head: heads start off 16-byte boundaries
+        (20, 2, 128, (3, 6), 21),  # the largest head: key blocks of 8 where workgroup memory is 32 KiB
     ],
 )
-def test_relative_attention_matches_numpy(gpu_ops, cpu_ops, t, heads, head_dim, window):
+def test_relative_attention_matches_numpy(gpu_ops, cpu_ops, t, heads, head_dim, window, span):
     """Parakeet's self-attention in one dispatch, the position term inside the walk over the keys, against
-    the numpy backend; with a local window, whole blocks of keys of a row are masked."""
-    rng = np.random.default_rng(t * 100 + head_dim)
-    *inputs, scale = relative_inputs(rng, t, heads, head_dim, window)
-    gpu, cpu = both(gpu_ops, cpu_ops, "relative_attention", *inputs, n_heads=heads, scale=scale)
+    the numpy backend; with a local window, whole blocks of keys of a row are masked or skipped."""
+    rng = np.random.default_rng(t * 100 + head_dim + span)
+    inputs = relative_inputs(rng, t, heads, head_dim, span)
+    gpu, cpu = both(gpu_ops, cpu_ops, "relative_attention", *inputs, n_heads=heads, scale=1 / np.sqrt(head_dim),
+                    window=window)
     np.testing.assert_allclose(gpu, cpu, **EXACT)
 
 
-def test_relative_attention_reads_position_row_t_minus_1_plus_j_minus_i(gpu_ops, cpu_ops):
-    """Each score takes position row (T-1) + j - i: with q·k = 0, a large bias at j - i = +1 makes
-    head 0's row i the next value row, a large q·P at j - i = -1 makes head 1's the previous one, and an
-    asymmetric window (2 back, 0 ahead) averages rows i-2..i. A sign or a row off picks other rows."""
-    t, heads, dh = 40, 2, 8  # two blocks of queries and of keys: rows 31 and 32 look across
+def test_relative_attention_reads_position_row_l_minus_1_plus_j_minus_i(gpu_ops, cpu_ops):
+    """Each score takes position row (L-1) + j - i of tables made for L = 45 > T: with q·k = 0, a large
+    bias at j - i = +1 makes head 0's row i the next value row, a large q·P at j - i = -1 makes head 1's
+    the previous one, and an asymmetric window (2 back, 0 ahead) averages rows i-2..i. A sign or a row
+    off picks other rows."""
+    t, span, heads, dh = 40, 45, 2, 8  # two blocks of queries and of keys: rows 31 and 32 look across
     rng = np.random.default_rng(1)
     v = random(rng, t, heads * dh)
     q, k = np.zeros((t, heads * dh), np.float32), np.zeros((t, heads * dh), np.float32)
-    positions, bias = np.zeros((2 * t - 1, heads * dh), np.float32), np.zeros((heads, 2 * t - 1), np.float32)
-    bias[0, (t - 1) + 1] = 30.0
+    positions, bias = np.zeros((2 * span - 1, heads * dh), np.float32), np.zeros((2 * span - 1, heads), np.float32)
+    bias[(span - 1) + 1, 0] = 30.0
     q[:, dh:] = 1.0
-    positions[(t - 1) - 1, dh:] = 30.0 / dh
-    window = np.zeros((heads, 2 * t - 1), np.float32)
-    offset = np.arange(2 * t - 1) - (t - 1)  # j - i
-    window[:, (offset < -2) | (offset > 0)] = MASKED
+    positions[(span - 1) - 1, dh:] = 30.0 / dh
     averaged = np.stack([v[max(0, i - 2):i + 1].mean(axis=0) for i in range(t)])
     for ops in (gpu_ops, cpu_ops):
-        picked, windowed = (np.asarray(ops.read(ops.relative_attention(*map(ops.tensor, inputs), heads, 1.0)))
-                            for inputs in ((q, k, v, positions, bias), (k, k, v, np.zeros_like(positions), window)))
-        np.testing.assert_allclose(picked[:-1, :dh], v[1:, :dh], **EXACT)
-        np.testing.assert_allclose(picked[1:, dh:], v[:-1, dh:], **EXACT)
-        np.testing.assert_allclose(windowed, averaged, **EXACT)
+        picked = ops.read(ops.relative_attention(*map(ops.tensor, (q, k, v, positions, bias)), heads, 1.0))
+        windowed = ops.read(ops.relative_attention(*map(ops.tensor, (k, k, v, np.zeros_like(positions),
+                                                                       np.zeros_like(bias))), heads, 1.0, (2, 0)))
+        np.testing.assert_allclose(np.asarray(picked)[:-1, :dh], v[1:, :dh], **EXACT)
+        np.testing.assert_allclose(np.asarray(picked)[1:, dh:], v[:-1, dh:], **EXACT)
+        np.testing.assert_allclose(np.asarray(windowed), averaged, **EXACT)

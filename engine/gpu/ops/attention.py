@@ -134,21 +134,23 @@ class AttentionOps(GpuOpsBase):
                      HEAD_DIM=dh)
             return out
         groups = batch * n_heads * -(-tq // Q_ROWS)
-        self.run(ATTENTION, [q, k, v, out], [tq, tk, n_heads, int(causal), float(scale), groups, batch], grid(groups),
-                 HEAD_DIM=dh, BK=self._key_block(dh))
+        self.run(ATTENTION, [q, k, v, out], [tq, tk, n_heads, int(causal), float(scale), groups, batch, 0, 0, 0],
+                 grid(groups), HEAD_DIM=dh, BK=self._key_block(dh))
         return out
 
-    def relative_attention(self, q, k, v, positions, bias, n_heads, scale) -> GpuTensor:
-        """q, k, v [T, H*dh], positions [2T-1, H*dh], bias [H, 2T-1] -> [T, H*dh] (see ``Ops``): one
+    def relative_attention(self, q, k, v, positions, bias, n_heads, scale, window=None) -> GpuTensor:
+        """q, k, v [T, H*dh], positions [2L-1, H*dh], bias [2L-1, H] -> [T, H*dh] (see ``Ops``): one
         dispatch for every head, the position term of each score taken inside the flash walk over the
-        keys, so no [H, T, 2T-1] table of position scores is written or bound."""
+        keys, so no [H, T, 2T-1] table of position scores is written or bound; a window's keys only."""
         dh = _check_heads("q", q, n_heads)
-        check_relative_attention(q, k, v, positions, bias, n_heads)  # k, v and positions as wide as q
+        span = check_relative_attention(q, k, v, positions, bias, n_heads)  # k, v and positions as wide as q
         t = q.shape[0]
+        left, right = (t, t) if window is None else (min(window[0], t), min(window[1], t))
         out = self.empty(q.shape)
         groups = n_heads * -(-t // Q_ROWS)
-        self.run(ATTENTION_RELATIVE, [q, k, v, out, positions, bias], [t, t, n_heads, 0, float(scale), groups, 1],
-                 grid(groups), HEAD_DIM=dh, BK=self._key_block(dh, relative=True))
+        self.run(ATTENTION_RELATIVE, [q, k, v, out, positions, bias],
+                 [t, t, n_heads, 0, float(scale), groups, 1, span, left, right], grid(groups),
+                 HEAD_DIM=dh, BK=self._key_block(dh, relative=True))
         return out
 
     def kv_cache(self, n_heads, head_dim, capacity) -> KvCache:
