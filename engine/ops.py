@@ -449,9 +449,10 @@ class Ops(abc.ABC):
                                activation: str) -> None:
         """Up to ``steps`` whole steps of an RNN-T's greedy search (``durations`` None), each what
         ``joint_hidden``, the joint's products, ``transducer_choose`` and the LSTM (``lstm_cell`` on the
-        token's ``input_gates`` row plus Wh·h) do, on ``head`` (``small_transducer_head``) over projected encoder states [T, J],
-        with the predictor's cell c and output h [1, H] updated in place; it stops once t reaches
-        ``frames``. The predictor has taken every emission when it returns (the state's word 3 is 0)."""
+        token's ``input_gates`` row plus Wh·h) do, on ``head`` (``small_transducer_head``) over projected
+        encoder states [T, J], with the predictor's cell c and output h [1, H] updated in place; it stops
+        once t reaches ``frames``. The predictor has taken every emission when it returns (the state's
+        word 3 is 0)."""
         raise NotImplementedError(f"the {self.name} backend runs no transducer head whole")
 
     @abc.abstractmethod

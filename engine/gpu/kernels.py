@@ -29,6 +29,7 @@ import wgpu
 
 from sayso.engine.errors import GpuError
 from sayso.engine.files import checksum, write_text_atomically
+from sayso.engine.gpu import native
 from sayso.engine.gpu.device import Device
 
 BUILD_THREADS = 8
@@ -62,6 +63,7 @@ class Kernels:
     def __init__(self, device: Device, known: Path | None = None) -> None:
         self.device = device
         self.known = known
+        self.checks = native.shader_checks()
         self.modules: dict[str, wgpu.GPUShaderModule] = {}
         self.pipelines: dict[tuple, wgpu.GPUComputePipeline] = {}
         self.building: dict[tuple, Future] = {}  # pipelines that worker threads are building
@@ -82,7 +84,7 @@ class Kernels:
         except OSError as error:
             raise GpuError(f"Shader {error.filename} is missing ({error.strerror}). Reinstall Sayso.") from None
         try:
-            return self.device.device.create_shader_module(code=source, label=file)
+            return native.create_shader_module(self.device.device, source, file, self.checks)
         except wgpu.GPUError as error:
             raise GpuError(f"Shader {file} does not compile on {self.device.info['device']}: {error}") from None
 

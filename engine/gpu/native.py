@@ -1,11 +1,12 @@
 """Everything the GPU layer takes from wgpu-py beyond its public API, in one module.
 
 Three paths are faster through wgpu-native's C functions than through wgpu-py's methods, which wrap
-each call in an error capture:
+each call in an error capture, and one is not offered by wgpu-py at all:
 
 * a compute pass's ``set_pipeline`` / ``set_bind_group`` / ``dispatch_workgroups`` (``PassCalls``:
   a decoder step records ~70 dispatches, so their Python cost is a step's);
 * a read-back that waits for its own submission only (``submit_for_index``, ``PendingRead``);
+* shader modules made with fewer of naga's runtime checks (``create_shader_module``);
 * the instance created ahead, while wgpu-py's modules import (``engine.gpu.instance``, which hands
   it over with ``adopt_instance``), on C declarations compiled once (``engine.gpu.wgpu_ffi``, which
   ``load_backend`` uses only here: it leans on how wgpu-py's ``_ffi`` module makes its FFI).
@@ -34,6 +35,10 @@ BACKEND = "wgpu.backends.wgpu_native"
 NATIVE_VERSIONS = ("0.32.",)
 """wgpu-py versions whose internals this module was written against (each a version prefix)."""
 PUBLIC_ENV = "SAYSO_WGPU_PUBLIC"
+SHADER_CHECKS_ENV = "SAYSO_SHADER_CHECKS"
+BOUNDS_CHECKS = 1  # WGPUShaderRuntimeChecks_BoundsChecks: every storage index clamped or checked
+LOOP_BOUNDING = 2  # WGPUShaderRuntimeChecks_ForceLoopBounding: a 64-bit counter that ends every loop
+ALL_CHECKS = BOUNDS_CHECKS | LOOP_BOUNDING  # what wgpu-py's create_shader_module asks for
 
 
 def _native() -> bool:
@@ -75,6 +80,42 @@ def _api():
     from wgpu.backends.wgpu_native import _api
 
     return _api
+
+
+def shader_checks() -> int:
+    """naga's runtime checks that shader modules are made with: ``SAYSO_SHADER_CHECKS`` (a sum of
+    ``BOUNDS_CHECKS`` and ``LOOP_BOUNDING``) where set, otherwise all of them."""
+    value = os.environ.get(SHADER_CHECKS_ENV, "").strip()
+    if not value:
+        return ALL_CHECKS
+    try:
+        checks = int(value)
+    except ValueError:
+        checks = -1
+    if not 0 <= checks <= ALL_CHECKS:
+        raise GpuError(f"{SHADER_CHECKS_ENV}={value!r} is not one of 0 to {ALL_CHECKS}: {BOUNDS_CHECKS} keeps "
+                       f"bounds checks, {LOOP_BOUNDING} loop bounding, {ALL_CHECKS} both (the default).")
+    return checks
+
+
+def create_shader_module(device, code: str, label: str, checks: int):
+    """A WGSL module made with naga's runtime ``checks`` only: wgpu-native's
+    ``wgpuDeviceCreateShaderModuleTrusted``, which wgpu-py does not wrap. With every check (or off the
+    native path) it is wgpu-py's ``create_shader_module``. Loop bounding wraps every loop in a 64-bit
+    counter, which can keep a driver from unrolling a kernel's inner loops; bounds checks guard each
+    storage access. Raises ``GpuError`` if the module is not made."""
+    if checks == ALL_CHECKS or not NATIVE:
+        return device.create_shader_module(code=code, label=label)
+    api = _api()
+    source = api.new_struct_p("WGPUShaderSourceWGSL *", code=api.to_c_string_view(code))
+    source[0].chain.next = api.ffi.NULL
+    source[0].chain.sType = api.lib.WGPUSType_ShaderSourceWGSL
+    chain = api.ffi.cast("WGPUChainedStruct *", source)
+    descriptor = api.new_struct_p("WGPUShaderModuleDescriptor *", nextInChain=chain, label=api.to_c_string_view(label))
+    module = api.lib.wgpuDeviceCreateShaderModuleTrusted(device._internal, descriptor, checks)
+    if module == api.ffi.NULL:
+        raise GpuError(f"Shader {label} was not made (runtime checks {checks}).")
+    return api.GPUShaderModule(label, module, device)
 
 
 def handle(obj):

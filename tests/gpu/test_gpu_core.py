@@ -288,6 +288,36 @@ def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_pat
     assert "Ignoring the list of kernels" in caplog.text
 
 
+@pytest.mark.parametrize("checks", ["0", "1", "2"])
+def test_modules_made_with_fewer_runtime_checks_compute_the_same(gpu_ops, monkeypatch, checks):
+    """``SAYSO_SHADER_CHECKS`` makes modules through wgpu-native's trusted path with only those of naga's
+    checks (loop bounding, bounds checks); a kernel with loops computes what it does with all of them."""
+    from sayso.engine.gpu import native
+    from sayso.engine.gpu.entry_points import GEMM
+    from sayso.engine.gpu.kernels import Kernels
+
+    monkeypatch.setenv(native.SHADER_CHECKS_ENV, checks)
+    kernels = Kernels(gpu_ops.device)
+    assert kernels.checks == int(checks)
+    rng = np.random.default_rng(0)
+    a, w = rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((7, 40)).astype(np.float32)
+    weight = gpu_ops.weight(WeightSource("w", "F32", w.shape, w))
+    out = gpu_ops.empty((5, 7))
+    pipeline = kernels.pipeline(GEMM.file, GEMM.entry, WTYPE=0)
+    params = [5, 7, 40, weight.k_pad, 0, 1.0, 0.0]
+    gpu_ops.recorder.dispatch(pipeline, GEMM, [gpu_ops.tensor(a).buffer, weight.data, weight.data, weight.data,
+                                               weight.data, out.buffer], params, (1, 1, 1))
+    np.testing.assert_allclose(gpu_ops.read(out), a @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_shader_checks_other_than_0_to_3_are_refused(monkeypatch):
+    from sayso.engine.gpu import native
+
+    monkeypatch.setenv(native.SHADER_CHECKS_ENV, "all")
+    with pytest.raises(GpuError, match="SAYSO_SHADER_CHECKS='all' is not one of 0 to 3"):
+        native.shader_checks()
+
+
 def test_the_kernel_list_is_per_version_of_the_shaders(gpu_ops, tmp_path, monkeypatch):
     import shutil
 

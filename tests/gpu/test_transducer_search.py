@@ -183,6 +183,7 @@ def test_the_gpu_search_is_the_host_search(small_model, clip, cpu_ops, gpu_ops):
     # search on the GPU emits the same.
     assert (on_gpu.model.head.small is not None) == (family == "gigaam")
     if on_gpu.model.head.small is not None:
-        by_step = dataclasses.replace(on_gpu.model.head, small=None).decode(gpu_ops, gpu_ops.tensor(cpu_ops.read(states)))
+        step_by_step = dataclasses.replace(on_gpu.model.head, small=None)
+        by_step = step_by_step.decode(gpu_ops, gpu_ops.tensor(cpu_ops.read(states)))
         assert as_rows(by_step) == as_rows(ours)
         np.testing.assert_allclose([e.probability for e in ours], [e.probability for e in by_step], rtol=1e-5)

@@ -105,8 +105,9 @@ class TransducerOps(GpuOpsBase):
             raise ValueError("transducer_small_steps runs RNN-T heads: a TDT head's durations are not taken")
         if (projected.shape[1] != head.joint or n_tokens != head.outputs or c.shape != (1, head.hidden)
                 or h.shape != c.shape):
+            widths = (head.hidden, head.joint, head.outputs)
             raise ValueError(f"transducer_small_steps: encoder rows of {projected.shape[1]}, {n_tokens} tokens "
-                             f"and a cell {c.shape} don't fit a head of widths {(head.hidden, head.joint, head.outputs)}")
+                             f"and a cell {c.shape} don't fit a head of widths {widths}")
         capacity = (state.shape[1] - TRANSDUCER_HEADER) // 4
         params = [frames, n_tokens, max_symbols, capacity, head.hidden, head.joint, steps, *head.offsets]
         self.run(SMALL_STEPS, [projected, head.weights, state, c, h], params, (1, 1, 1),
