@@ -26,7 +26,6 @@ the steps recorded past the end of the search, which change nothing."""
 THREADS = 256  # joint_hidden's and lstm_cell's workgroup size
 SMALL_HEAD_MAX = 512  # SMALL_MAX in transducer.wgsl: small_steps' widest layer
 SMALL_THREADS = 256  # small_steps' workgroup
-SMALL_WORKGROUP_BYTES = (9 * SMALL_HEAD_MAX + 4 + 3 * SMALL_THREADS) * 4  # its tiles, words and reduction
 
 
 @dataclass(frozen=True)
@@ -42,16 +41,14 @@ class GpuSmallHead:
 
 
 class TransducerOps(GpuOpsBase):
-    """``transducer_state``, ``joint_hidden``, ``transducer_choose``, ``lstm_cell`` and the small-head
-    steps (``small_transducer_head``, ``transducer_small_steps``) of ``engine.ops.Ops``."""
+    """``transducer_state``, ``joint_hidden``, ``transducer_choose`` and ``lstm_cell`` of ``engine.ops.Ops``."""
 
     searches_on_backend = True
+    small_head_max = SMALL_HEAD_MAX
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.search_steps_per_read = 4 if self.device.is_cpu else STEPS_PER_READ
-        fits = SMALL_WORKGROUP_BYTES <= self.device.limits["max-compute-workgroup-storage-size"]
-        self.small_head_max = SMALL_HEAD_MAX if fits else 0
 
     def transducer_state(self, capacity: int) -> GpuTensor:
         state = np.zeros((1, TRANSDUCER_HEADER + 4 * capacity), np.uint32)
