@@ -123,24 +123,6 @@ JOINT_ACTIVATIONS = ("relu", "tanh", "sigmoid")
 """The joint networks' hidden activations, in the order of shaders/transducer.wgsl's ACT codes."""
 
 
-@dataclass(frozen=True)
-class SmallTransducerHead:
-    """An RNN-T head whose steps a backend may run whole (``Ops.transducer_small_steps``): its
-    predictor of one LSTM layer and its joint, float32. O = tokens (the blank last)."""
-
-    joint_pred: np.ndarray  # [J, H]
-    joint_pred_bias: np.ndarray  # [J]
-    joint_out: np.ndarray  # [O, J]
-    joint_out_bias: np.ndarray  # [O]
-    input_gates: np.ndarray  # [tokens, 4H]: embedding · Wxᵀ + bias per token
-    recurrent: np.ndarray  # [4H, H]: Wh
-
-    @property
-    def widths(self) -> tuple[int, int, int]:
-        """(H, J, O)."""
-        return self.recurrent.shape[1], self.joint_pred.shape[0], self.joint_out.shape[0]
-
-
 def check_relative_attention(q, k, v, positions, bias, n_heads: int) -> int:
     """The span L of the position tables, raising ValueError unless q, k, v [T, H*dh], positions
     [2L-1, H*dh] and bias [2L-1, H] with L >= T fit ``Ops.relative_attention``, on either backend."""
@@ -435,25 +417,6 @@ class Ops(abc.ABC):
     def lstm_cell(self, gates: Tensor, state: Tensor, c: Tensor, h: Tensor) -> None:
         """One LSTM layer's update, in place, when the state's word 3 is set: gates [1, 4H] (PyTorch's
         order i, f, g, o, products and bias summed), cell c [1, H] and output h [1, H]."""
-
-    small_head_max: int = 0
-    """The widest predictor, joint and output layer (each) of a transducer head whose steps the backend
-    runs whole, several to a dispatch (``transducer_small_steps``); 0 where it has no such kernel."""
-
-    def small_transducer_head(self, head: SmallTransducerHead) -> object:
-        """``head`` on the backend, for ``transducer_small_steps``; only where ``small_head_max`` allows."""
-        raise NotImplementedError(f"the {self.name} backend runs no transducer head whole")
-
-    def transducer_small_steps(self, projected: Tensor, head: object, durations: Tensor | None, state: Tensor,
-                               c: Tensor, h: Tensor, frames: int, n_tokens: int, max_symbols: int, steps: int,
-                               activation: str) -> None:
-        """Up to ``steps`` whole steps of an RNN-T's greedy search (``durations`` None), each what
-        ``joint_hidden``, the joint's products, ``transducer_choose`` and the LSTM (``lstm_cell`` on the
-        token's ``input_gates`` row plus Wh·h) do, on ``head`` (``small_transducer_head``) over projected
-        encoder states [T, J], with the predictor's cell c and output h [1, H] updated in place; it stops
-        once t reaches ``frames``. The predictor has taken every emission when it returns (the state's
-        word 3 is 0)."""
-        raise NotImplementedError(f"the {self.name} backend runs no transducer head whole")
 
     @abc.abstractmethod
     def position(self, value: int) -> Position:

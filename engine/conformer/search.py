@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from sayso.engine.conformer.emission import Emission
-from sayso.engine.conformer.weights import dequantized, linear, matrix_source
+from sayso.engine.conformer.weights import linear, matrix_source
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.layers import Linear
-from sayso.engine.ops import TRANSDUCER_HEADER, Ops, SmallTransducerHead, Tensor, Weight, WeightSource
+from sayso.engine.ops import TRANSDUCER_HEADER, Ops, Tensor, Weight, WeightSource
 
 SYMBOLS_WITHOUT_LIMIT = 16
 """Tokens per frame the state holds room for when the head sets no per-frame limit (an RNN-T with
@@ -54,7 +54,6 @@ class BackendTransducerHead:
     blank: int
     durations: Tensor | None  # uint32 [D]
     max_symbols: int
-    small: object | None = None  # the head for Ops.transducer_small_steps, where the backend runs it whole
 
     def decode(self, ops: Ops, encoded: Tensor) -> list[Emission]:
         """Greedy search over encoder states [T, d] (a backend tensor)."""
@@ -77,12 +76,7 @@ class BackendTransducerHead:
             self._predict(ops, state, cells, outputs, ids=ids)
 
         steps = ops.search_steps_per_read
-
-        def small_steps() -> None:  # the whole batch of steps in one dispatch
-            ops.transducer_small_steps(projected, self.small, self.durations, state, cells[0], outputs[0], frames,
-                                       self.blank + 1, self.max_symbols, steps, self.activation)
-
-        batch = ops.repeatable(small_steps if self.small is not None else lambda: [step() for _ in range(steps)])
+        batch = ops.repeatable(lambda: [step() for _ in range(steps)])
         last = None
         while True:  # each batch's header is read while the next batch is recorded and runs
             batch()
@@ -127,11 +121,7 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
     input gates of every token (embedding · Wxᵀ + bias, [V, 4H]) are computed here once, a table smaller
     than Wx: a step then looks its token's row up instead of embedding the token and multiplying, one
     dispatch fewer in a search whose steps are bound by their dispatches (docs/PERFORMANCE.md). A large
-    vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower.
-
-    Such an RNN-T head with one LSTM layer, no wider than ``Ops.small_head_max``, is also given to the backend
-    whole (``Ops.small_transducer_head``): its search then runs a batch of steps in one dispatch
-    (``Ops.transducer_small_steps``) instead of seven dispatches a step."""
+    vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower."""
     vocabulary, width = model_file.tensor("pred.embed.weight").shape
     embed = input_gates = None
     if vocabulary < width:  # the embedding is then read only here, into the table
@@ -144,18 +134,6 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
                                ops.weight(matrix_source(model_file, f"pred.lstm.{i}.Wh")),
                                ops.tensor(model_file.array(f"pred.lstm.{i}.bias")))
               for i in range(n_layers)]
-    small = None
-    if input_gates is not None and n_layers == 1 and not durations and ops.small_head_max:
-        head = SmallTransducerHead(
-            joint_pred=dequantized(matrix_source(model_file, "joint.pred.weight")),
-            joint_pred_bias=model_file.array("joint.pred.bias"),
-            joint_out=dequantized(matrix_source(model_file, "joint.out.weight")),
-            joint_out_bias=model_file.array("joint.out.bias"),
-            input_gates=table,
-            recurrent=dequantized(matrix_source(model_file, "pred.lstm.0.Wh")),
-        )
-        if max(head.widths) <= ops.small_head_max:
-            small = ops.small_transducer_head(head)
     return BackendTransducerHead(
         encoder_projection=linear(model_file, ops, "joint.enc"),
         embed=embed,
@@ -168,5 +146,4 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
         blank=blank,
         durations=ops.ids(np.array(durations, np.uint32)) if durations else None,
         max_symbols=max_symbols,
-        small=small,
     )

@@ -98,8 +98,6 @@ JOINT_HIDDEN = EntryPoint(TRANSDUCER, "joint_hidden", ("encoder", "prediction", 
 TRANSDUCER_CHOOSE = EntryPoint(TRANSDUCER, "choose", ("logits", "durations", "state", "ids"),
                                _fields("frames n_tokens n_durations max_symbols capacity"))
 LSTM_CELL = EntryPoint(TRANSDUCER, "lstm_cell", ("gates", "cell_state", "c", "h"), _fields("hidden"))
-SMALL_STEPS = EntryPoint(TRANSDUCER, "small_steps", ("projected", "head", "small_state", "cell", "output"),
-                         _fields("frames n_tokens max_symbols capacity hidden joint steps wp bp wo bo gates wh"))
 ADVANCE = EntryPoint("position.wgsl", "advance", ("counter",), _fields("by"))
 MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
 
