@@ -78,24 +78,49 @@ def load_audio(path) -> np.ndarray:
 def stream_audio(path, chunk_seconds: float = 30.0) -> Iterator[np.ndarray]:
     """Yield the file as 16 kHz mono float32 chunks of ``chunk_seconds`` (the last one shorter).
 
-    Decodes and resamples as it goes (PyAV + soxr's streaming resampler), so memory stays at about one
-    chunk whatever the file's length.
+    Decodes and resamples as it goes (libsndfile for the formats it reads, as ``load_audio`` does, else
+    PyAV; soxr's streaming resampler), so memory stays at about one chunk whatever the file's length.
     """
     path = _existing_file(path)
     chunk = max(1, round(chunk_seconds * SAMPLE_RATE))
     pending: list[np.ndarray] = []
     n_pending = 0
-    with _open_audio(path) as (container, stream):
-        for pcm in _resampled(path, container, stream):
-            pending.append(pcm)
-            n_pending += pcm.shape[0]
-            if n_pending >= chunk:
-                joined = np.concatenate(pending)
-                n_full = n_pending // chunk * chunk
-                yield from np.split(joined[:n_full], n_full // chunk)
-                pending, n_pending = [joined[n_full:]], n_pending - n_full
+    for pcm in _decoded_pieces(path):
+        pending.append(pcm)
+        n_pending += pcm.shape[0]
+        if n_pending >= chunk:
+            joined = np.concatenate(pending)
+            n_full = n_pending // chunk * chunk
+            yield from np.split(joined[:n_full], n_full // chunk)
+            pending, n_pending = [joined[n_full:]], n_pending - n_full
     if n_pending:
         yield np.concatenate(pending)
+
+
+SNDFILE_BLOCK = SAMPLE_RATE  # frames libsndfile reads at a time
+
+
+def _decoded_pieces(path: str) -> Iterator[np.ndarray]:
+    """The file as 16 kHz mono float32 pieces: WAV through libsndfile (no FFmpeg loaded: plain samples,
+    nothing to lose sync on), everything else through FFmpeg, which decodes past a damaged stretch."""
+    try:
+        sound = soundfile.SoundFile(path)
+    except soundfile.SoundFileError:
+        sound = None
+    if sound is None or sound.format not in ("WAV", "WAVEX"):
+        if sound is not None:
+            sound.close()
+        with _open_audio(path) as (container, stream):
+            yield from _resampled(path, container, stream)
+        return
+    with sound:
+        resampler = soxr.ResampleStream(sound.samplerate, SAMPLE_RATE, 1, dtype="float32") \
+            if sound.samplerate != SAMPLE_RATE else None
+        for block in sound.blocks(SNDFILE_BLOCK, dtype="float32", always_2d=True):
+            mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else np.ascontiguousarray(block[:, 0])
+            yield resampler.resample_chunk(mono) if resampler is not None else mono
+        if resampler is not None:
+            yield resampler.resample_chunk(np.zeros(0, np.float32), last=True)
 
 
 def duration(path) -> float:

@@ -39,6 +39,10 @@ SHADER_CHECKS_ENV = "SAYSO_SHADER_CHECKS"
 BOUNDS_CHECKS = 1  # WGPUShaderRuntimeChecks_BoundsChecks: every storage index clamped or checked
 LOOP_BOUNDING = 2  # WGPUShaderRuntimeChecks_ForceLoopBounding: a 64-bit counter that ends every loop
 ALL_CHECKS = BOUNDS_CHECKS | LOOP_BOUNDING  # what wgpu-py's create_shader_module asks for
+DEFAULT_CHECKS = BOUNDS_CHECKS
+"""Bounds checks stay, so an index past a buffer reads zeros rather than another buffer; loop bounding
+goes: every loop of our kernels ends by its own bounds, and the counter it adds keeps drivers from
+unrolling inner loops (docs/PERFORMANCE.md: large-v3-turbo on an H100, a third of the time)."""
 
 
 def _native() -> bool:
@@ -84,17 +88,17 @@ def _api():
 
 def shader_checks() -> int:
     """naga's runtime checks that shader modules are made with: ``SAYSO_SHADER_CHECKS`` (a sum of
-    ``BOUNDS_CHECKS`` and ``LOOP_BOUNDING``) where set, otherwise all of them."""
+    ``BOUNDS_CHECKS`` and ``LOOP_BOUNDING``) where set, otherwise ``DEFAULT_CHECKS``."""
     value = os.environ.get(SHADER_CHECKS_ENV, "").strip()
     if not value:
-        return ALL_CHECKS
+        return DEFAULT_CHECKS
     try:
         checks = int(value)
     except ValueError:
         checks = -1
     if not 0 <= checks <= ALL_CHECKS:
         raise GpuError(f"{SHADER_CHECKS_ENV}={value!r} is not one of 0 to {ALL_CHECKS}: {BOUNDS_CHECKS} keeps "
-                       f"bounds checks, {LOOP_BOUNDING} loop bounding, {ALL_CHECKS} both (the default).")
+                       f"bounds checks (the default), {LOOP_BOUNDING} loop bounding, {ALL_CHECKS} both.")
     return checks
 
 
