@@ -131,6 +131,26 @@ def test_stream_yields_fixed_chunks_equal_to_whole_file(files):
     assert np.array_equal(streamed_m4a, load_audio(files / "stereo.m4a"))
 
 
+def test_a_wav_file_streams_without_ffmpeg(tmp_path, jfk):
+    """WAV streams through libsndfile (a folder of WAV files never loads PyAV), 48 kHz stereo resampled
+    and averaged as ``load_audio`` does it."""
+    import subprocess
+    import sys
+
+    stereo = np.stack([jfk, 0.5 * jfk], axis=1)
+    path = tmp_path / "stereo48k.wav"
+    soundfile.write(path, soxr.resample(stereo, 16000, 48000), 48000, subtype="FLOAT")
+    script = ("import sys, numpy as np; from sayso.engine.audio import stream_audio; "
+              f"pcm = np.concatenate(list(stream_audio({str(path)!r}, chunk_seconds=2.0))); "
+              f"np.save({str(tmp_path / 'out.npy')!r}, pcm); print('av' in sys.modules)")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "False"
+    streamed, whole = np.load(tmp_path / "out.npy"), load_audio(path)
+    assert abs(len(streamed) - len(whole)) <= 1
+    n = min(len(streamed), len(whole))
+    assert np.abs(streamed[:n] - whole[:n]).max() < 1e-3
+
+
 @needs_clips("two_cities.wav")
 def test_stream_can_stop_early():
     stream = stream_audio(TWO_CITIES, chunk_seconds=1.0)
