@@ -69,7 +69,7 @@ def load_audio(path) -> np.ndarray:
     except soundfile.SoundFileError:  # not a format libsndfile knows: let FFmpeg try
         chunks = list(stream_audio(path))
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-    mono = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
+    mono = _mono(data)
     if rate != SAMPLE_RATE and mono.size:
         mono = soxr.resample(mono, rate, SAMPLE_RATE)
     return np.ascontiguousarray(mono, dtype=np.float32)
@@ -114,13 +114,13 @@ def _decoded_pieces(path: str) -> Iterator[np.ndarray]:
             yield from _resampled(path, container, stream)
         return
     with sound:
-        resampler = soxr.ResampleStream(sound.samplerate, SAMPLE_RATE, 1, dtype="float32") \
-            if sound.samplerate != SAMPLE_RATE else None
-        for block in sound.blocks(SNDFILE_BLOCK, dtype="float32", always_2d=True):
-            mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else np.ascontiguousarray(block[:, 0])
-            yield resampler.resample_chunk(mono) if resampler is not None else mono
-        if resampler is not None:
-            yield resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+        blocks = sound.blocks(SNDFILE_BLOCK, dtype="float32", always_2d=True)
+        yield from _to_16k((sound.samplerate, _mono(block)) for block in blocks)
+
+
+def _mono(samples: np.ndarray) -> np.ndarray:
+    """float32 samples [n, channels] from libsndfile as mono [n], contiguous: the channels' mean."""
+    return samples.mean(axis=1, dtype=np.float32) if samples.shape[1] > 1 else np.ascontiguousarray(samples[:, 0])
 
 
 def duration(path) -> float:
@@ -193,15 +193,20 @@ def _open_audio(path: str):
 
 def _resampled(path: str, container, stream) -> Iterator[np.ndarray]:
     """The stream's audio as 16 kHz mono float32 pieces, one per decoded frame (some empty)."""
+    yield from _to_16k((frame.sample_rate, _frame_to_mono(frame)) for frame in _decoded(path, container, stream))
+
+
+def _to_16k(pieces: Iterator[tuple[int, np.ndarray]]) -> Iterator[np.ndarray]:
+    """Mono float32 pieces, each with its sample rate, as 16 kHz pieces through soxr's streaming
+    resampler: a new one where the rate changes (the first piece, or a stream that changes midway)."""
     resampler = None
     rate = None
-    for frame in _decoded(path, container, stream):
-        if frame.sample_rate != rate:  # the first frame, or a stream that changes rate midway
+    for piece_rate, mono in pieces:
+        if piece_rate != rate:
             if resampler is not None:
                 yield resampler.resample_chunk(np.zeros(0, np.float32), last=True)
-            rate = frame.sample_rate
+            rate = piece_rate
             resampler = soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32") if rate != SAMPLE_RATE else None
-        mono = _frame_to_mono(frame)
         yield resampler.resample_chunk(mono) if resampler is not None else mono
     if resampler is not None:
         yield resampler.resample_chunk(np.zeros(0, np.float32), last=True)

@@ -60,7 +60,6 @@ class RelPositionAttention:
         query = matrix_source(model_file, f"{prefix}.linear_q.weight")
         d = query.shape[1]
         dh = d // n_heads
-        self.d_model = d
         self.scale = 1.0 / math.sqrt(dh)
         u = model_file.array(f"{prefix}.pos_bias_u").reshape(n_heads, dh)
         v = model_file.array(f"{prefix}.pos_bias_v").reshape(n_heads, dh)
@@ -68,9 +67,8 @@ class RelPositionAttention:
         self.position = ops.weight(position)  # [d, d]: P = sinusoids · Wposᵀ
         # The bias (v - u)_h·P_h, scaled, is sinusoids · (scale · Wpos_hᵀ (v - u)_h): one [H, d] weight.
         by_head = dequantized(position).reshape(n_heads, dh, d)
-        folded = np.einsum("hcd,hc->hd", by_head, (v - u).astype(np.float32)) * np.float32(self.scale)
-        self.position_bias = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", folded.shape,
-                                                     folded.astype(np.float32)))
+        folded = (np.einsum("hcd,hc->hd", by_head, v - u) * self.scale).astype(np.float32)
+        self.position_bias = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", folded.shape, folded))
         q_bias = model_file.array(f"{prefix}.linear_q.bias") if model_file.has(f"{prefix}.linear_q.bias") else 0
         self.q = Linear(ops.weight(query), ops.tensor(q_bias + u.reshape(-1)))
         self.k, self.v, self.out = (linear(model_file, ops, f"{prefix}.{name}")
@@ -90,7 +88,7 @@ class RelPositionAttention:
         """(P [2L-1, d], bias [2L-1, H]) for some L >= t, made on the backend when t outgrows them."""
         if self._positions is None or self._positions[0] < t:
             span = -(-t // SPAN_STEP) * SPAN_STEP
-            sinusoids = ops.tensor(relative_sinusoids(span, self.d_model))
+            sinusoids = ops.tensor(relative_sinusoids(span, self.position.shape[1]))
             self._positions = (span, ops.gemm(sinusoids, self.position), ops.gemm(sinusoids, self.position_bias))
         return self._positions[1:]
 
