@@ -1,7 +1,8 @@
 // Linear layers: c = act(a·Wᵀ + bias), then c = residual + alpha·c when a residual is given.
 //
-// Two entry points share the weight decoding and the epilogue: `gemm` (tiled, for M > 1) and
-// `gemv` (one input row: the decoder's case, memory bound). Override constants pick the variant,
+// Three entry points share the weight decoding and the epilogue: `gemm` (tiled, for M > 1),
+// `gemm_large` (larger tiles, for large M) and `gemv` (one input row: the decoder's case, memory
+// bound). Override constants pick the variant,
 // so the compiler drops the branches a pipeline does not use:
 //   WTYPE         0 F32, 1 F16, 2 Q8_0 (engine/gpu/tensors.py: GpuWeight's layouts)
 //   ACT           0 none, 1 GELU (erf), 2 SiLU, 3 ReLU, 4 tanh, 5 square
@@ -16,8 +17,8 @@
 //
 // a is [M, K] unpadded: reads are bounds-checked. W is [n_pad, k_pad], zero-padded to 64 rows and
 // 32 columns, so its reads need no checks; padded columns meet zeros from the guarded a reads.
-// `gemv` reads a through `a_vec`, the same binding as vec4s (WGSL lets two variables share a
-// binding when no entry point uses both): a [1, K] starts its buffer, so it is vec4-aligned.
+// `gemv` and `gemm_large` read a through `a_vec`, the same binding as vec4s (WGSL lets two variables
+// share a binding when no entry point uses both): a starts its buffer, so it is vec4-aligned.
 
 struct Params {
     m: u32,
@@ -213,6 +214,247 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     store4(m + 1u, n, acc1);
     store4(m + 2u, n, acc2);
     store4(m + 3u, n, acc3);
+}
+
+// ---- GEMM, 128x128 tiles ------------------------------------------------------------------------
+
+// `gemm_large`: the same product for large M (engine/gpu/ops/linear.py picks it), where there are
+// enough output tiles to fill the GPU with 4x fewer, 4x larger workgroups. Each thread holds an 8x8
+// micro-tile (rows 4*ty .. +3 and 64 + 4*ty .. +3, columns likewise from tx), so per k it reads 4
+// vec4s of shared memory for 64 FMAs, against `gemm`'s 2 for 16, and every value loaded from global
+// memory serves twice as many products. On top of that:
+// * The next K step is read into registers before this step's products, W still as stored (a Q8_0
+//   step is a vec4<u32> and a scale word per thread) and decoded when it is put in shared memory, so
+//   the loads' latency overlaps the arithmetic.
+// * A is read as vec4s through `a_vec` when K % 4 == 0 (every model's widths): a warp takes 16 rows x
+//   2 vec4s, whole 32-byte sectors. W is read by pairs of threads per row, 32 contiguous bytes each.
+// * Those stores would put two threads of a warp on one bank (same row, k 16 apart): the vec4 slot of
+//   a row is XORed with 4 in the k ranges that collide (A: k % 8 >= 4, W: k >= 16), and the products
+//   undo it with per-thread constants (ty ^ 4, tx ^ 4).
+// * The 32 products of a K step are 32 calls of `mma` with literal offsets, not a loop: naga's loop
+//   form keeps drivers from unrolling it (docs/PERFORMANCE.md has the difference measured).
+// Each output still sums over k in the same order as `gemm`, so both give the same bits.
+const LARGE_TILE = 128u;
+const LARGE_VEC_PER_K = 32u;  // LARGE_TILE / 4
+const LARGE_W_TILE = 1024u;   // TILE_K * LARGE_VEC_PER_K: the W tile's first vec4
+var<workgroup> large_tiles: array<vec4<f32>, 2048>;  // the A tile then the W tile: 32 KiB
+
+// A thread's 8x8 micro-tile: accumulators for rows r0..r7, columns 0..3 (a) and 64..67 (b) of its
+// quads. A struct of named vectors rather than an array, so no compiler puts it in local memory.
+struct MicroTile {
+    r0a: vec4<f32>,
+    r0b: vec4<f32>,
+    r1a: vec4<f32>,
+    r1b: vec4<f32>,
+    r2a: vec4<f32>,
+    r2b: vec4<f32>,
+    r3a: vec4<f32>,
+    r3b: vec4<f32>,
+    r4a: vec4<f32>,
+    r4b: vec4<f32>,
+    r5a: vec4<f32>,
+    r5b: vec4<f32>,
+    r6a: vec4<f32>,
+    r6b: vec4<f32>,
+    r7a: vec4<f32>,
+    r7b: vec4<f32>,
+}
+
+// One k step of a micro-tile: rows from large_tiles[a] and [a + 16], columns from [b] and [b + 16].
+fn mma(acc: ptr<function, MicroTile>, a: u32, b: u32) {
+    let a_lo = large_tiles[a];
+    let a_hi = large_tiles[a + 16u];
+    let b_lo = large_tiles[b];
+    let b_hi = large_tiles[b + 16u];
+    (*acc).r0a += a_lo.x * b_lo;
+    (*acc).r0b += a_lo.x * b_hi;
+    (*acc).r1a += a_lo.y * b_lo;
+    (*acc).r1b += a_lo.y * b_hi;
+    (*acc).r2a += a_lo.z * b_lo;
+    (*acc).r2b += a_lo.z * b_hi;
+    (*acc).r3a += a_lo.w * b_lo;
+    (*acc).r3b += a_lo.w * b_hi;
+    (*acc).r4a += a_hi.x * b_lo;
+    (*acc).r4b += a_hi.x * b_hi;
+    (*acc).r5a += a_hi.y * b_lo;
+    (*acc).r5b += a_hi.y * b_hi;
+    (*acc).r6a += a_hi.z * b_lo;
+    (*acc).r6b += a_hi.z * b_hi;
+    (*acc).r7a += a_hi.w * b_lo;
+    (*acc).r7b += a_hi.w * b_hi;
+}
+
+// a[m, k .. k+3], zero outside [M, K]; k a multiple of 4.
+fn a_quad(m: u32, k: u32) -> vec4<f32> {
+    let inside = m < p.m;
+    let at = m * p.k + k;
+    if (p.k % 4u == 0u) {  // uniform: a vec4 lies wholly inside or outside the row
+        return select(vec4<f32>(0.0), a_vec[at / 4u], inside && k < p.k);
+    }
+    return vec4<f32>(select(0.0, a_vec[at / 4u][at % 4u], inside && k < p.k),
+                     select(0.0, a_vec[(at + 1u) / 4u][(at + 1u) % 4u], inside && k + 1u < p.k),
+                     select(0.0, a_vec[(at + 2u) / 4u][(at + 2u) % 4u], inside && k + 2u < p.k),
+                     select(0.0, a_vec[(at + 3u) / 4u][(at + 3u) % 4u], inside && k + 3u < p.k));
+}
+
+// Sixteen weights as stored: F32 q0..q3, F16 q0..q1, Q8_0 q0 and the u32 holding its scale.
+struct Raw16 {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    q2: vec4<u32>,
+    q3: vec4<u32>,
+    scale: u32,
+}
+
+// W[n, k .. k+15] undecoded; k a multiple of 16. Rows past W's padding (a 128-row tile over rows
+// padded to 64) read the last padded row instead: their outputs are never stored.
+fn w_raw16(n: u32, k: u32) -> Raw16 {
+    let row = min(n, (p.n + 63u) / 64u * 64u - 1u);
+    let at = row * p.k_pad + k;
+    if (WTYPE == 0u) {
+        let i = at / 4u;
+        return Raw16(w[i], w[i + 1u], w[i + 2u], w[i + 3u], 0u);
+    }
+    if (WTYPE == 1u) {
+        return Raw16(w[at / 8u], w[at / 8u + 1u], vec4<u32>(0u), vec4<u32>(0u), 0u);
+    }
+    return Raw16(w[at / 16u], vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), scales[row * p.scale_stride + k / 64u]);
+}
+
+// v.x .. v.w into lane `lane` of large_tiles[at], [at + stride], [at + 2 stride], [at + 3 stride].
+fn put4(at: u32, stride: u32, lane: u32, v: vec4<f32>) {
+    large_tiles[at][lane] = v.x;
+    large_tiles[at + stride][lane] = v.y;
+    large_tiles[at + 2u * stride][lane] = v.z;
+    large_tiles[at + 3u * stride][lane] = v.w;
+}
+
+// Decode `r` (read at k) into the W tile from vec4 `at`, lane `lane`: its 16 values at 16 k steps.
+fn put_w16(at: u32, lane: u32, k: u32, r: Raw16) {
+    var e0: vec4<f32>;
+    var e1: vec4<f32>;
+    var e2: vec4<f32>;
+    var e3: vec4<f32>;
+    if (WTYPE == 0u) {
+        e0 = bitcast<vec4<f32>>(r.q0);
+        e1 = bitcast<vec4<f32>>(r.q1);
+        e2 = bitcast<vec4<f32>>(r.q2);
+        e3 = bitcast<vec4<f32>>(r.q3);
+    } else if (WTYPE == 1u) {
+        e0 = vec4<f32>(unpack2x16float(r.q0.x), unpack2x16float(r.q0.y));
+        e1 = vec4<f32>(unpack2x16float(r.q0.z), unpack2x16float(r.q0.w));
+        e2 = vec4<f32>(unpack2x16float(r.q1.x), unpack2x16float(r.q1.y));
+        e3 = vec4<f32>(unpack2x16float(r.q1.z), unpack2x16float(r.q1.w));
+    } else {
+        let s = unpack2x16float(select(r.scale, r.scale >> 16u, ((k / 32u) & 1u) != 0u)).x;
+        e0 = s * int8x4(r.q0.x);
+        e1 = s * int8x4(r.q0.y);
+        e2 = s * int8x4(r.q0.z);
+        e3 = s * int8x4(r.q0.w);
+    }
+    put4(at, LARGE_VEC_PER_K, lane, e0);
+    put4(at + 4u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e1);
+    put4(at + 8u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e2);
+    put4(at + 12u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e3);
+}
+
+@compute @workgroup_size(256)
+fn gemm_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n0 = wid.x * LARGE_TILE;
+    let m0 = wid.y * LARGE_TILE;
+    // A loading: row 16*(t/32) + t%16, k quads a_kq, +2, +4, +6 (a_kq = (t/16)%2); k-major tile,
+    // vec4 slot (row/4) ^ (4*a_kq).
+    let a_row = (t / 32u) * 16u + t % 16u;
+    let a_kq = (t / 16u) % 2u;
+    let a_at = a_kq * 4u * LARGE_VEC_PER_K + ((a_row / 4u) ^ (a_kq * 4u));
+    let a_lane = a_row % 4u;
+    // W loading: row t/2, k offsets 16*(t%2) .. +15; vec4 slot (row/4) ^ (4*(t%2)).
+    let w_row = t / 2u;
+    let w_ks = (t % 2u) * 16u;
+    let w_at = LARGE_W_TILE + w_ks * LARGE_VEC_PER_K + ((w_row / 4u) ^ ((t % 2u) * 4u));
+    let w_lane = w_row % 4u;
+    // Computing: the micro-tile's quads of rows (ty) and columns (tx), and their swizzled slots.
+    let tx = t % 16u;
+    let ty = t / 16u;
+    let tx4 = tx ^ 4u;
+    let ty4 = ty ^ 4u;
+    var acc: MicroTile;
+
+    var next_a0 = a_quad(m0 + a_row, 4u * a_kq);
+    var next_a1 = a_quad(m0 + a_row, 4u * a_kq + 8u);
+    var next_a2 = a_quad(m0 + a_row, 4u * a_kq + 16u);
+    var next_a3 = a_quad(m0 + a_row, 4u * a_kq + 24u);
+    var next_w = w_raw16(n0 + w_row, w_ks);
+    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+        put4(a_at, LARGE_VEC_PER_K, a_lane, next_a0);
+        put4(a_at + 8u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, a_lane, next_a1);
+        put4(a_at + 16u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, a_lane, next_a2);
+        put4(a_at + 24u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, a_lane, next_a3);
+        put_w16(w_at, w_lane, k0, next_w);
+        workgroupBarrier();
+        if (k0 + TILE_K < p.k) {
+            let k1 = k0 + TILE_K;
+            next_a0 = a_quad(m0 + a_row, k1 + 4u * a_kq);
+            next_a1 = a_quad(m0 + a_row, k1 + 4u * a_kq + 8u);
+            next_a2 = a_quad(m0 + a_row, k1 + 4u * a_kq + 16u);
+            next_a3 = a_quad(m0 + a_row, k1 + 4u * a_kq + 24u);
+            next_w = w_raw16(n0 + w_row, k1 + w_ks);
+        }
+        // Step k reads A at k*32 (+16) and W at 1024 + k*32 (+16), in the swizzled slot where its
+        // k range was swizzled.
+        mma(&acc, 0u + ty, 1024u + tx);
+        mma(&acc, 32u + ty, 1056u + tx);
+        mma(&acc, 64u + ty, 1088u + tx);
+        mma(&acc, 96u + ty, 1120u + tx);
+        mma(&acc, 128u + ty4, 1152u + tx);
+        mma(&acc, 160u + ty4, 1184u + tx);
+        mma(&acc, 192u + ty4, 1216u + tx);
+        mma(&acc, 224u + ty4, 1248u + tx);
+        mma(&acc, 256u + ty, 1280u + tx);
+        mma(&acc, 288u + ty, 1312u + tx);
+        mma(&acc, 320u + ty, 1344u + tx);
+        mma(&acc, 352u + ty, 1376u + tx);
+        mma(&acc, 384u + ty4, 1408u + tx);
+        mma(&acc, 416u + ty4, 1440u + tx);
+        mma(&acc, 448u + ty4, 1472u + tx);
+        mma(&acc, 480u + ty4, 1504u + tx);
+        mma(&acc, 512u + ty, 1536u + tx4);
+        mma(&acc, 544u + ty, 1568u + tx4);
+        mma(&acc, 576u + ty, 1600u + tx4);
+        mma(&acc, 608u + ty, 1632u + tx4);
+        mma(&acc, 640u + ty4, 1664u + tx4);
+        mma(&acc, 672u + ty4, 1696u + tx4);
+        mma(&acc, 704u + ty4, 1728u + tx4);
+        mma(&acc, 736u + ty4, 1760u + tx4);
+        mma(&acc, 768u + ty, 1792u + tx4);
+        mma(&acc, 800u + ty, 1824u + tx4);
+        mma(&acc, 832u + ty, 1856u + tx4);
+        mma(&acc, 864u + ty, 1888u + tx4);
+        mma(&acc, 896u + ty4, 1920u + tx4);
+        mma(&acc, 928u + ty4, 1952u + tx4);
+        mma(&acc, 960u + ty4, 1984u + tx4);
+        mma(&acc, 992u + ty4, 2016u + tx4);
+        workgroupBarrier();
+    }
+
+    let m = m0 + ty * 4u;
+    let n = n0 + tx * 4u;
+    store4(m + 0u, n, acc.r0a);
+    store4(m + 0u, n + 64u, acc.r0b);
+    store4(m + 1u, n, acc.r1a);
+    store4(m + 1u, n + 64u, acc.r1b);
+    store4(m + 2u, n, acc.r2a);
+    store4(m + 2u, n + 64u, acc.r2b);
+    store4(m + 3u, n, acc.r3a);
+    store4(m + 3u, n + 64u, acc.r3b);
+    store4(m + 64u, n, acc.r4a);
+    store4(m + 64u, n + 64u, acc.r4b);
+    store4(m + 65u, n, acc.r5a);
+    store4(m + 65u, n + 64u, acc.r5b);
+    store4(m + 66u, n, acc.r6a);
+    store4(m + 66u, n + 64u, acc.r6b);
+    store4(m + 67u, n, acc.r7a);
+    store4(m + 67u, n + 64u, acc.r7b);
 }
 
 // ---- GEMV -------------------------------------------------------------------------------------

@@ -94,6 +94,24 @@ def test_gemm_residual_without_bias(gpu_ops, cpu_ops, kind):
     assert_close(gpu_ops.read(gpu_ops.gemm(a, w, residual=r)), cpu_ops.gemm(a_cpu, w_cpu, residual=r_cpu))
 
 
+# gemm_large's cases: M past LARGE_TILE_MIN_ROWS; N = 130 puts a 128-row W tile past the weights'
+# 64-row padding (192), F32's K = 98 takes the scalar path of its vec4 A reads.
+LARGE_SHAPES = {"F32": (1030, 130, 98), "F16": (1030, 130, 96), "Q8_0": (1100, 130, 160)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_large_tiles_give_the_small_tiles_bits(gpu_ops, cpu_ops, kind, monkeypatch):
+    from sayso.engine.gpu.ops import linear
+
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, LARGE_SHAPES[kind], kind, True, True)
+    large = gpu_ops.read(gpu_ops.gemm(a, w, b, "gelu", r, alpha=0.5))
+    assert_close(large, cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "gelu", r_cpu, alpha=0.5))
+    monkeypatch.setattr(linear, "LARGE_TILE_MIN_ROWS", 1 << 30)
+    small = gpu_ops.read(gpu_ops.gemm(a, w, b, "gelu", r, alpha=0.5))
+    # Both sum each output over k in the same order.
+    np.testing.assert_array_equal(large, small)
+
+
 def exact_activation(x: np.ndarray, act: str) -> np.ndarray:
     """The activations in float64 from their definitions (GELU through erfc, so its negative tail
     does not cancel), as the reference that the float32 kernels must approach."""

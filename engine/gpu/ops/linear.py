@@ -8,7 +8,7 @@ epilogue are override constants, so each combination is its own specialised pipe
 
 from __future__ import annotations
 
-from sayso.engine.gpu.entry_points import ADD, EMBED, GEMM, GEMV
+from sayso.engine.gpu.entry_points import ADD, EMBED, GEMM, GEMM_LARGE, GEMV, EntryPoint
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuTensor, GpuWeight
@@ -17,6 +17,11 @@ from sayso.engine.ops import Activation, Position, RowNorm
 ACTIVATIONS = {"none": 0, "gelu": 1, "silu": 2, "relu": 3, "tanh": 4, "square": 5}  # gemm.wgsl's ACT
 WEIGHT_TYPES = {"F32": 0, "F16": 1, "Q8_0": 2}  # WTYPE in gemm.wgsl and embed.wgsl
 GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
+LARGE_TILE = 128  # the same for gemm_large (gemm.wgsl's LARGE_TILE)
+LARGE_TILE_BYTES = 32768  # gemm_large's workgroup memory
+LARGE_TILE_MIN_ROWS = 1024
+"""Fewest rows of a for gemm_large: below that its 4x fewer workgroups leave a large GPU part idle, and
+the 64-row tiles are faster (an encoder of a few seconds of audio, a batch of decoder tokens)."""
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
 NORM_FOLD_MAX_N = 8192
 """Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
@@ -44,11 +49,14 @@ class LinearOps(GpuOpsBase):
         residual: GpuTensor | None = None,
         alpha: float = 1.0,
     ) -> GpuTensor:
-        """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles."""
+        """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles, or
+        128x128 ones from ``LARGE_TILE_MIN_ROWS`` rows where the device has the workgroup memory."""
         m = self._check_linear(a, w, bias, residual)
         out = self.empty((m, w.n))
-        tiles = (-(-w.n // GEMM_TILE), -(-m // GEMM_TILE), 1)
-        self._linear("gemm", tiles, a, w, bias, act, residual, alpha, out)
+        large = m >= LARGE_TILE_MIN_ROWS and self.device.limits["max-compute-workgroup-storage-size"] >= LARGE_TILE_BYTES
+        tile = LARGE_TILE if large else GEMM_TILE
+        tiles = (-(-w.n // tile), -(-m // tile), 1)
+        self._linear(GEMM_LARGE if large else GEMM, tiles, a, w, bias, act, residual, alpha, out)
         return out
 
     def gemv(
@@ -72,7 +80,7 @@ class LinearOps(GpuOpsBase):
         if norm is not None and w.n > NORM_FOLD_MAX_N:
             a, norm = self.layer_norm(a, norm.weight, norm.bias, norm.eps), None
         out = self.empty((1, w.n))
-        self._linear("gemv", grid(-(-w.n // GEMV_ROWS)), a, w, bias, act, residual, alpha, out, norm)
+        self._linear(GEMV, grid(-(-w.n // GEMV_ROWS)), a, w, bias, act, residual, alpha, out, norm)
         return out
 
     def add(self, x: GpuTensor, y: GpuTensor) -> GpuTensor:
@@ -118,7 +126,7 @@ class LinearOps(GpuOpsBase):
 
     def _linear(
         self,
-        entry: str,
+        entry: EntryPoint,
         groups: tuple[int, int, int],
         a: GpuTensor,
         w: GpuWeight,
@@ -142,9 +150,9 @@ class LinearOps(GpuOpsBase):
             "HAS_BIAS": bias is not None,
             "HAS_RESIDUAL": residual is not None,
         }
-        if entry == "gemv":  # gemv's layout has the norm's bindings too
+        if entry is GEMV:  # gemv's layout has the norm's bindings too
             buffers += [a, a] if norm is None else [norm.weight, norm.bias if norm.bias is not None else a]
             if norm is not None:
                 params[-1] = float(norm.eps)
                 variant["NORM"] = 1 if norm.bias is not None else 2
-        self.run(GEMV if entry == "gemv" else GEMM, buffers, params, groups, **variant)
+        self.run(entry, buffers, params, groups, **variant)
