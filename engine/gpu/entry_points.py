@@ -7,6 +7,8 @@ declaration against them (``tests/gpu/test_entry_points.py``).
 
 A fast version (``needs`` device features) stands beside the portable one it replaces, with the same
 bindings and parameters; ``engine.gpu.fast`` decides, by probing, which fast versions a device runs.
+Most replace theirs in every dispatch; one that takes a grid of its own (``ATTENTION_TILED_SUBGROUP``)
+is chosen by its op, which asks the tier whether it is on.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class EntryPoint:
     needs: tuple[str, ...] = ()  # device features a fast version needs; a portable one needs none
     probe_output: str = ""  # a fast version's output binding, where its probe writes what it saw
     probe_sizes: tuple[int, ...] = ()  # the workgroup sizes (WG) it runs with: each is probed
+    sized_by_wg: bool = True  # whether the override WG sets its workgroup size (else it is fixed)
+    min_subgroup: int = 4  # the smallest subgroup it is written for
+    same_grid: bool = True  # a fast version on its portable one's grid: run() swaps it in; else its op does
     packer: struct.Struct = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -77,8 +82,8 @@ FLASH = _fields("tq tk heads causal") + (("scale", "f32"),) + _fields("groups ba
 ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "out"), FLASH)
 ATTENTION_RELATIVE = EntryPoint("attention.wgsl", "relative", ("q", "k", "v", "out", "positions", "position_bias"),
                                 FLASH)
-ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"),
-                             _fields("tq tk heads") + (("scale", "f32"),) + _fields("groups batch"))
+TILED = _fields("tq tk heads") + (("scale", "f32"),) + _fields("groups batch")
+ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"), TILED)
 KV = "reduce_workgroup.wgsl+kv_cache.wgsl"
 KV_PACK = EntryPoint(KV, "pack", ("pack_k", "pack_v", "cache", "at"), CACHE)
 KV_ATTEND = EntryPoint(KV, "attend", ("pack_k", "pack_v", "cache", "at", "attend_q", "attend_partials"), CACHE)
@@ -122,9 +127,14 @@ TRANSDUCER_CHOOSE_SUBGROUP = EntryPoint(PARTIALS_SUBGROUP + "+transducer.wgsl", 
 KV_ATTEND_SUBGROUP = EntryPoint("reduce_subgroup.wgsl+kv_cache.wgsl", "attend", KV_ATTEND.bindings, CACHE,
                                 ("subgroup",), "attend_partials", (64,))  # KEY_BLOCK in engine.gpu.ops.attention
 
+# ---- fast: encoder attention with each row's max found by subgroup shuffles -------------------------
+ATTENTION_TILED_SUBGROUP = EntryPoint("attention_tiled_subgroup.wgsl", "main", ATTENTION_TILED.bindings, TILED,
+                                      ("subgroup",), "out", (256,), sized_by_wg=False, min_subgroup=16,
+                                      same_grid=False)
+
 FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP,
                  WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP,
-                 KV_ATTEND: KV_ATTEND_SUBGROUP}
+                 KV_ATTEND: KV_ATTEND_SUBGROUP, ATTENTION_TILED: ATTENTION_TILED_SUBGROUP}
 """Each portable entry point that has a fast version, and that version."""
 
 ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]

