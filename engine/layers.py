@@ -136,7 +136,7 @@ def conv(model_file, ops: Ops, prefix: str, bias: bool = True) -> Linear:
                              "convolution kernels must be F32 or F16")  # fmt: skip
     c_out = source.shape[0]
     flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
-                        np.asarray(source.data).reshape(c_out, -1))  # fmt: skip
+                        np.asarray(source.data).reshape(c_out, -1), source.release)  # fmt: skip
     return Linear(ops.weight(flat), vector(model_file, ops, f"{prefix}.bias") if bias else None)
 
 

@@ -64,10 +64,11 @@ class RelPositionAttention:
         u = model_file.array(f"{prefix}.pos_bias_u").reshape(n_heads, dh)
         v = model_file.array(f"{prefix}.pos_bias_v").reshape(n_heads, dh)
         position = matrix_source(model_file, f"{prefix}.linear_pos.weight")
-        self.position = ops.weight(position)  # [d, d]: P = sinusoids · Wposᵀ
-        # The bias (v - u)_h·P_h, scaled, is sinusoids · (scale · Wpos_hᵀ (v - u)_h): one [H, d] weight.
+        # The bias (v - u)_h·P_h, scaled, is sinusoids · (scale · Wpos_hᵀ (v - u)_h): one [H, d] weight,
+        # folded before Wpos goes to the backend, which may let its pages in the file go.
         by_head = dequantized(position).reshape(n_heads, dh, d)
         folded = (np.einsum("hcd,hc->hd", by_head, v - u) * self.scale).astype(np.float32)
+        self.position = ops.weight(position)  # [d, d]: P = sinusoids · Wposᵀ
         self.position_bias = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", folded.shape, folded))
         q_bias = model_file.array(f"{prefix}.linear_q.bias") if model_file.has(f"{prefix}.linear_q.bias") else 0
         self.q = Linear(ops.weight(query), ops.tensor(q_bias + u.reshape(-1)))

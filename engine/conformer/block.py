@@ -123,6 +123,8 @@ def conv_module(model_file: ModelFile, ops: Ops, prefix: str, norm_prefix: str, 
         ops.weight(stacked(f"{prefix}.pointwise1.weight (doubled)", [value, value, gate, gate])),
         None if pw1_bias is None else ops.tensor(np.concatenate([pw1_bias[:d], pw1_bias[:d], pw1_bias[d:], pw1_bias[d:]])),
     )
+    if pw1.release is not None:  # the stack is a copy: the file's pages can go
+        pw1.release()
     kernel = model_file.array(f"{prefix}.depthwise.weight").reshape(d, -1)  # [d, 1, k] -> [d, k]
     k = kernel.shape[1]
     bias_name = f"{prefix}.depthwise.bias"

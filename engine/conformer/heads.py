@@ -197,4 +197,4 @@ def load_transducer(model_file: ModelFile, ops: Ops, n_layers: int, activation: 
 def load_ctc(model_file: ModelFile, ops: Ops) -> CtcHead:
     """``head.ctc.*``: the blank is its last class."""
     classifier = linear(model_file, ops, "head.ctc")
-    return CtcHead(classifier, model_file.tensor("head.ctc.weight").shape[0] - 1)
+    return CtcHead(classifier, model_file.shape("head.ctc.weight")[0] - 1)

@@ -122,7 +122,7 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
     than Wx: a step then looks its token's row up instead of embedding the token and multiplying, one
     dispatch fewer in a search whose steps are bound by their dispatches (docs/PERFORMANCE.md). A large
     vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower."""
-    vocabulary, width = model_file.tensor("pred.embed.weight").shape
+    vocabulary, width = model_file.shape("pred.embed.weight")
     embed = input_gates = None
     if vocabulary < width:  # the embedding is then read only here, into the table
         table = (model_file.array("pred.embed.weight") @ model_file.array("pred.lstm.0.Wx").T

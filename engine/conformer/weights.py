@@ -29,7 +29,7 @@ def matrix_source(model_file: ModelFile, name: str) -> WeightSource:
         values = model_file.array(name).reshape(rows, -1)
         return WeightSource(name, "F32", values.shape, values)
     k = int(np.prod(source.shape[1:]))
-    return WeightSource(name, source.ggml_type, (rows, k), np.asarray(source.data).reshape(rows, -1))
+    return WeightSource(name, source.ggml_type, (rows, k), np.asarray(source.data).reshape(rows, -1), source.release)
 
 
 def row_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
@@ -62,6 +62,6 @@ def linear(model_file: ModelFile, ops: Ops, prefix: str) -> Linear:
 
 def require_shape(model_file: ModelFile, name: str, shape: tuple[int, ...]) -> None:
     """A ModelFileError naming the tensor when it is missing or has another shape than the keys say."""
-    actual = model_file.tensor(name).shape
+    actual = model_file.shape(name)
     if tuple(actual) != tuple(shape):
         raise ModelFileError(model_file.path, f"tensor '{name}' has shape {list(actual)}, expected {list(shape)}")

@@ -125,6 +125,13 @@ class ModelFile:
     def has(self, name: str) -> bool:
         return name in self._tensors
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Tensor ``name``'s logical shape (``tensor``'s), without handing its data out."""
+        t = self._tensors.get(name)
+        if t is None:
+            raise ModelFileError(self.path, f"tensor '{name}' is missing")
+        return tuple(reversed(t.ne))
+
     def tensor(self, name: str) -> WeightSource:
         """The tensor's raw GGUF data, memory-mapped, with its logical numpy shape.
 

@@ -35,7 +35,7 @@ class GigaamModel(ConformerModel):
             require_shape(model_file, "head.ctc.weight", (c.n_classes, c.d_model, 1))
             self.head = load_ctc(model_file, ops)
         else:
-            require_shape(model_file, "joint.out.weight", (c.n_classes, model_file.tensor("joint.out.weight").shape[1]))
+            require_shape(model_file, "joint.out.weight", (c.n_classes, model_file.shape("joint.out.weight")[1]))
             self.head = load_transducer(model_file, ops, c.pred_layers, c.joint_activation, c.n_classes - 1,
                                         None, MAX_SYMBOLS)
 

@@ -375,3 +375,41 @@ def test_wgpu_public_api_path_gives_the_same_text(tmp_path):
         assert native_path == str(public == "0")
         texts[public] = text
     assert texts["0"] == texts["1"] and "ask not what your country can do for you" in texts["0"].lower()
+
+
+def resident_kib_of_memfd(name: str) -> int:
+    """Resident KiB of this process's mappings of the memfd called ``name`` (a model's private copy)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and "-" in parts[0] and not parts[0].endswith(":"):  # a mapping's first line
+            inside = len(parts) > 5 and parts[5] == f"/memfd:{name}"
+        elif inside and parts[0] == "Rss:":
+            total += int(parts[1])
+    return total
+
+
+@pytest.mark.parametrize("family", ["parakeet-tdt-v3", "gigaam-v3-rnnt", "gigaam-v3-ctc"])
+def test_a_model_on_the_gpu_lets_its_weights_pages_go(family, tmp_path):
+    """The model file's private copy (``engine.gguf.reader.private_copy``) keeps only what the host
+    still reads once the weights are on the GPU: their pages go as they are copied, conformer
+    weights (flattened, sliced, stacked or folded at load) as much as any, and what is computed from a
+    weight at load is computed before it goes (the same text on both backends). The numpy backend,
+    which reads its weights from the copy, keeps it all."""
+    from conftest import AUDIO
+    from sayso.engine.audio import load_audio
+    from sayso.engine.convert.random_model import write_random_model
+    from sayso.engine.engine import Engine
+
+    path = write_random_model(family, tmp_path / f"{family}-pages.gguf", small=True, quantized=True)
+    speech = load_audio(AUDIO / "jfk.wav")[:48000]
+    resident, texts = {}, {}
+    for device in ("cpu", "gpu"):
+        engine = Engine(path, device=device, vad=False)
+        resident[device] = resident_kib_of_memfd(path.name)
+        texts[device] = engine.transcribe(speech).text
+        del engine
+    print(f"\n{family}: {resident}")
+    assert texts["gpu"] == texts["cpu"]
+    assert resident["cpu"] > 0.9 * path.stat().st_size / 1024
+    assert resident["gpu"] < 0.6 * resident["cpu"]
