@@ -7,7 +7,9 @@ the containers and the small-tensor loaders (``engine.conformer.weights``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -147,6 +149,22 @@ class NormedRow:
 
     row: Tensor
     norm: RowNorm
+
+
+Layer = TypeVar("Layer")
+
+LAYERS_PER_SUBMISSION = 4
+"""Encoder layers recorded per GPU submission (``in_submissions``)."""
+
+
+def in_submissions(ops: Ops, layers: Sequence[Layer]) -> Iterator[Layer]:
+    """``layers`` in order, the work recorded so far submitted after every ``LAYERS_PER_SUBMISSION`` of
+    them: the GPU runs the first layers while Python records the next, where one submission at the
+    end would leave it idle for the whole encoder's recording."""
+    for number, layer in enumerate(layers, start=1):
+        yield layer
+        if number % LAYERS_PER_SUBMISSION == 0 and number < len(layers):
+            ops.flush()
 
 
 def layer_norm(ops: Ops, x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor | NormedRow:

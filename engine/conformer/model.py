@@ -12,6 +12,7 @@ from sayso.engine.conformer.block import ConformerBlock
 from sayso.engine.conformer.emission import Emission
 from sayso.engine.conformer.heads import CtcHead, TransducerHead
 from sayso.engine.conformer.search import BackendTransducerHead
+from sayso.engine.layers import in_submissions
 from sayso.engine.ops import Ops, Tensor
 
 
@@ -27,7 +28,7 @@ class ConformerModel:
     def encode(self, mel: np.ndarray) -> Tensor:
         """mel: float32 [n_mels, T] -> encoder states [T', d_model] on the backend (T' by the subsampling)."""
         x = self.subsampling(self.ops, mel)
-        for block in self.blocks:
+        for block in in_submissions(self.ops, self.blocks):
             x = block(self.ops, x)
         return x
 

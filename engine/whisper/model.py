@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sayso.engine.errors import ModelFileError
-from sayso.engine.layers import Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, layer_norm, norm
+from sayso.engine.layers import (Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, in_submissions,
+                                  layer_norm, norm)
 from sayso.engine.ops import Backend, KVCache, Position, Tensor
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which Whisper was trained with
@@ -179,7 +180,7 @@ class WhisperModel:
         x = ops.gemm(ops.im2col(x, CONV_KERNEL, 1, 1, batch), self.conv0.weight, self.conv0.bias, act="gelu")
         x = ops.gemm(ops.im2col(x, CONV_KERNEL, 2, 1, batch), self.conv1.weight, self.conv1.bias, act="gelu")
         x = ops.add(x, self._positions(batch))  # [batch*1500, d]
-        for block in self.enc_blocks:
+        for block in in_submissions(ops, self.enc_blocks):
             h = self._layer_norm(x, block.norm_attn)
             attn = block.attn
             q, k, v = self._apply(h, attn.q), self._apply(h, attn.k), self._apply(h, attn.v)

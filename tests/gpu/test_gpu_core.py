@@ -147,6 +147,21 @@ def test_pool_reuses_buffers_of_freed_tensors(gpu_ops):
     assert b.buffer is buffer
 
 
+def test_an_encoder_is_submitted_a_few_layers_at_a_time(gpu_ops):
+    """``in_submissions``: the GPU starts on the first layers while the next are recorded; the last
+    layers' work waits for whatever reads the result, as before."""
+    from sayso.engine.layers import LAYERS_PER_SUBMISSION, in_submissions
+
+    x = gpu_ops.tensor(np.ones(4, np.float32))
+    gpu_ops.flush()
+    before = gpu_ops.recorder.stats["submissions"]
+    for _ in in_submissions(gpu_ops, range(2 * LAYERS_PER_SUBMISSION + 1)):
+        x = gpu_ops.add(x, x)
+    assert gpu_ops.recorder.stats["submissions"] == before + 2
+    np.testing.assert_array_equal(gpu_ops.read(x), np.full(4, 2.0 ** (2 * LAYERS_PER_SUBMISSION + 1)))
+    assert gpu_ops.recorder.stats["submissions"] == before + 3
+
+
 def test_dropped_submission_is_an_error_not_stale_output(gpu_ops):
     x = gpu_ops.tensor(np.ones(4, np.float32))
     gpu_ops.run(MARK, [gpu_ops.empty((4,), np.uint32)], [1], (1, 1, 1))
