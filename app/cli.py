@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--device cpu, one per node)")
     p.add_argument("--batch", type=int, metavar="N",
                    help="with -o: windows of 30 s, from one file or several, that the encoder takes in one pass "
-                        "(default: the backend's choice, 1 on the CPU; Whisper models); with --ray, also the files "
+                        "(default: 1, one file at a time; Whisper models); with --ray, also the files "
                         "a worker is sent at a time")
     engine_options(p)
     p.add_argument("--format", choices=FORMATS, default="txt")

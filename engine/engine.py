@@ -46,8 +46,8 @@ that the frontends' own blocks need; 4 was the fastest count measured, 1 or 2 we
 
 ENCODER_BATCH_BYTES = 2 * 2**30
 """Memory the windows of one batched encoder pass may take (``Engine.transcribe_many``): the batch is
-the backend's ``Ops.encoder_batch``, or as many windows as fit in this by the family's
-``window_bytes``. Fits beside any model on a GPU that holds whisper-large-v3's weights (docs/PERFORMANCE.md)."""
+the one asked for, or as many windows as fit in this by the family's ``window_bytes``. Fits beside
+any model on a GPU that holds whisper-large-v3's weights (docs/PERFORMANCE.md)."""
 
 
 class Cancelled(SaysoError):
@@ -284,14 +284,14 @@ class Engine:
         audio, damaged, empty). ``progress(path, fraction)`` as a file's pieces are done.
 
         ``batch``: windows the encoder takes in one pass, from the next pieces of audio, of one file or
-        of several (default: ``encoder_batch``); a family that encodes one window at a time, or a batch
-        of 1, transcribes the files one after the other. A piece's first window is encoded with the
+        of several (``encoder_batch``: 1 unless asked, as many as memory allows); a family that encodes
+        one window at a time, or a batch of 1, transcribes the files one after the other. A piece's first window is encoded with the
         batch, any window after a seek inside it alone, and every window is decoded in the file's
         order, so that a piece's language is the one before it, as file by file. Windows encoded on a
         GPU that failed before they were decoded are encoded again on the CPU, as the piece then is.
         """
         self.check_options(language, task)
-        batch = batch or self.encoder_batch()
+        batch = self.encoder_batch(batch)
         if batch <= 1 or "encoded" not in self.transcriber.stream_hooks:
             for path in map(Path, paths):
                 report = partial(progress, path) if progress else None
@@ -328,14 +328,15 @@ class Engine:
                     report(1.0)
                 yield item.path, self.make_transcript(run.segments, run.language, run.duration)
 
-    def encoder_batch(self) -> int:
-        """Windows per encoder pass by default: the backend's ``Ops.encoder_batch``, fewer where their
-        memory (the family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES`` or its largest tensor
-        the backend's ``max_tensor_bytes``; 1 for a family that encodes one window at a time."""
+    def encoder_batch(self, asked: int | None = None) -> int:
+        """Windows per encoder pass: ``asked`` (1 when None: on the GPUs and CPUs measured, more rows per
+        product transcribed no more audio per hour, docs/PERFORMANCE.md), fewer where their memory (the
+        family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES`` or its largest tensor the backend's
+        ``max_tensor_bytes``; 1 for a family that encodes one window at a time."""
         if "encoded" not in self.transcriber.stream_hooks:
             return 1
         transcriber = self.transcriber
-        return max(1, min(self.ops.encoder_batch, ENCODER_BATCH_BYTES // transcriber.window_bytes,
+        return max(1, min(asked or 1, ENCODER_BATCH_BYTES // transcriber.window_bytes,
                           self.ops.max_tensor_bytes // transcriber.window_largest_bytes))
 
     def _pieces_of(self, paths: Iterable[Path]) -> Iterator[_Piece]:

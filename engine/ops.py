@@ -159,11 +159,6 @@ class Ops(abc.ABC):
     where a step on the host would wait on a read-back) rather than on the host
     (``engine.conformer.heads``: the step's few products are quicker than a dispatch there)."""
 
-    encoder_batch: int = 1
-    """Windows an encoder takes in one pass when there are several to do (an archive's files,
-    ``engine.engine.Engine.transcribe_many``): its products then have the rows of all of them. 1
-    where more rows make no product faster (the CPU: docs/PERFORMANCE.md)."""
-
     max_tensor_bytes: int = 2**62
     """The largest tensor the backend takes: a GPU binds each whole (``max-storage-buffer-binding-size``,
     128 MiB on some); numpy, as large as memory allows. A batched pass's products keep within it."""

@@ -52,7 +52,7 @@ machine's memory) would reserve memory for nothing."""
 
 class ArchiveWorker:
     """A Ray actor: one engine, the model loaded once, transcribing the files of a task together, ``batch``
-    windows in each encoder pass (default: the engine's ``encoder_batch``, 1 on the CPU)."""
+    windows in each encoder pass (``Engine.encoder_batch``: 1 unless asked)."""
 
     def __init__(self, model: str, device: str, options: dict, batch: int | None) -> None:
         import ray
@@ -66,7 +66,7 @@ class ArchiveWorker:
             os.environ.setdefault(ADAPTER_ENV, str(int(gpus[0])))
         self.engine = Engine(model, device=device)
         self.options = options
-        self.batch = batch or self.engine.encoder_batch()
+        self.batch = self.engine.encoder_batch(batch)
 
     def ready(self) -> int:
         """The files a task for this worker carries: as many as windows in its encoder's pass, so that short
@@ -89,7 +89,7 @@ def transcribe_archive_on_ray(files: list[ArchiveFile], outdir: Path, model: Pat
     """``archive.transcribe_archive`` on Ray at ``address`` (``local``, ``auto``, or ``HOST:PORT``) with
     ``workers`` engines: by default one per GPU of the cluster, or, with no GPU or ``device`` ``cpu``, one
     per node (the numpy backend uses all of a machine's cores). ``batch``: windows per encoder pass, and
-    files per task (default: each engine's ``encoder_batch``)."""
+    files per task (default: 1)."""
     run = ArchiveRun(files, outdir, model, options)
     if not run.todo:  # nothing to do: no cluster to reach
         return run.finish()

@@ -19,19 +19,11 @@ from sayso.engine.gpu.tensors import BufferPool, GpuColumns, GpuTensor, GpuWeigh
 from sayso.engine.ops import Backend, Position, WeightSource
 
 
-ENCODER_BATCH = 8
-"""Windows per encoder pass on a GPU (``Ops.encoder_batch``), at most: a window's products (1500 rows)
-leave a large GPU's cores idle in a small model's narrow layers, and each pass's dispatches cost the
-host the same whatever their rows; fewer where their memory would not fit
-(``engine.engine.ENCODER_BATCH_BYTES``). Even lavapipe gains (docs/PERFORMANCE.md)."""
-
-
 class GpuOpsBase(Backend):
     """Owns the device's kernel registry, recorder and buffer pool; kernel mixins build on it."""
 
     name = "gpu"
     runs_beside_host = True
-    encoder_batch = ENCODER_BATCH
 
     @property
     def max_tensor_bytes(self) -> int:
