@@ -1,11 +1,11 @@
 // Flash attention tiled in registers, for encoders: no mask, no relative positions, head_dim a
 // multiple of 4 up to 64 (engine/gpu/ops/attention.py picks it; attention.wgsl does the rest).
 //
-// q: [Tq, H*dh], k and v: [Tk, H*dh], out: [Tq, H*dh], read as vec4 (dh % 4 == 0 keeps every quad
-// aligned), for each of ``batch`` sequences one after the other in the buffers (a batched encoder
-// pass: each window attends to its own keys). One workgroup of 16 x 16 threads per (head, block of 32 query rows); it walks the keys
-// in blocks of BK = 32 staged in workgroup memory with a running softmax per row, as attention.wgsl
-// does. What differs is the work per thread: thread (ty, tx) scores rows ty and ty + 16 against
+// Parameters, bindings and each workgroup's query block come from attention_blocks.wgsl, before this
+// file in a module (dh % 4 == 0 keeps every quad aligned; a batched encoder pass's windows each attend
+// to their own keys). One workgroup of 16 x 16 threads per (head, block of 32 query rows); it walks
+// the keys in blocks of BK = 32 staged in workgroup memory with a running softmax per row, as
+// attention.wgsl does. What differs is the work per thread: thread (ty, tx) scores rows ty and ty + 16 against
 // keys tx and tx + 16, so each vec4 read from workgroup memory feeds 4 multiply-adds instead of 2;
 // then it owns output quad tx of its two rows. A query block is twice attention.wgsl's, so K and V
 // are staged half as often, and each thread exponentiates 2 rows of a block, not 8 times 1.
@@ -24,21 +24,6 @@ const S_STRIDE: u32 = 33u; // BK + 1: a row of scores, padded so that two rows r
 const THREADS: u32 = 256u;
 const NEG: f32 = -3.0e38; // a key past Tk: exp(NEG - m) is exactly 0 for any finite row max m
 
-struct Params {
-    tq: u32,
-    tk: u32,
-    heads: u32,
-    scale: f32,
-    groups: u32, // batch * heads * ceil(tq / 32): the grid may hold more workgroups than that
-    batch: u32, // sequences of tq queries and tk keys each
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
-
 var<workgroup> q_tile: array<vec4<f32>, 16u * ROWS * QUADS>;
 var<workgroup> k_tile: array<vec4<f32>, BK * K_STRIDE>;
 var<workgroup> v_tile: array<vec4<f32>, BK * QUADS>;
@@ -54,14 +39,11 @@ fn main(
     if (group >= p.groups) {
         return; // the grid's last row may be partly empty; uniform for the whole workgroup
     }
-    let per_sequence = p.groups / p.batch;
-    let local = group % per_sequence;
-    let h = local % p.heads;
-    let q0 = (local / p.heads) * 16u * ROWS;
-    let row_quads = p.heads * QUADS; // quads per row of q, k, v, out
-    let sequence = group / per_sequence;
-    let q_base = sequence * p.tq * row_quads + h * QUADS; // the sequence's row 0, this head
-    let k_base = sequence * p.tk * row_quads + h * QUADS;
+    let block = query_block(group, 16u * ROWS);
+    let q0 = block.q0;
+    let row_quads = block.row_quads;
+    let q_base = block.q_base;
+    let k_base = block.k_base;
     let tx = tid % 16u;
     let ty = tid / 16u;
 

@@ -25,21 +25,6 @@ const PQ: u32 = BK / 4u; // vec4s per row of scores or p
 const THREADS: u32 = 256u;
 const NEG: f32 = -3.0e38;
 
-struct Params {
-    tq: u32,
-    tk: u32,
-    heads: u32,
-    scale: f32,
-    groups: u32,
-    batch: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
-
 var<workgroup> q_tile: array<vec4<f32>, ROWS_WG * QUADS>;
 var<workgroup> k_tile: array<vec4<f32>, BK * K_STRIDE>;
 var<workgroup> v_tile: array<vec4<f32>, BK * QUADS>;
@@ -87,14 +72,11 @@ fn main(
     if (group >= p.groups) {
         return; // the grid's last row may be partly empty; uniform for the whole workgroup
     }
-    let per_sequence = p.groups / p.batch;
-    let local = group % per_sequence;
-    let h = local % p.heads;
-    let q0 = (local / p.heads) * ROWS_WG;
-    let row_quads = p.heads * QUADS;
-    let sequence = group / per_sequence;
-    let q_base = sequence * p.tq * row_quads + h * QUADS;
-    let k_base = sequence * p.tk * row_quads + h * QUADS;
+    let block = query_block(group, ROWS_WG);
+    let q0 = block.q0;
+    let row_quads = block.row_quads;
+    let q_base = block.q_base;
+    let k_base = block.k_base;
     let tx = tid % 16u;
     let ty = tid / 16u;
 

@@ -297,6 +297,12 @@ fn a_quad(m: u32, k: u32) -> vec4<f32> {
                      select(0.0, a_vec[(at + 3u) / 4u][(at + 3u) % 4u], inside && k + 3u < p.k));
 }
 
+// Row m of a micro-tile: its columns n .. n+3 (lo) and n+64 .. n+67 (hi).
+fn store_row(m: u32, n: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    store4(m, n, lo);
+    store4(m, n + 64u, hi);
+}
+
 // Sixteen weights as stored: F32 q0..q3, F16 q0..q1, Q8_0 q0 and the u32 holding its scale.
 struct Raw16 {
     q0: vec4<u32>,
@@ -439,22 +445,14 @@ fn gemm_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 
     let m = m0 + ty * 4u;
     let n = n0 + tx * 4u;
-    store4(m + 0u, n, acc.r0a);
-    store4(m + 0u, n + 64u, acc.r0b);
-    store4(m + 1u, n, acc.r1a);
-    store4(m + 1u, n + 64u, acc.r1b);
-    store4(m + 2u, n, acc.r2a);
-    store4(m + 2u, n + 64u, acc.r2b);
-    store4(m + 3u, n, acc.r3a);
-    store4(m + 3u, n + 64u, acc.r3b);
-    store4(m + 64u, n, acc.r4a);
-    store4(m + 64u, n + 64u, acc.r4b);
-    store4(m + 65u, n, acc.r5a);
-    store4(m + 65u, n + 64u, acc.r5b);
-    store4(m + 66u, n, acc.r6a);
-    store4(m + 66u, n + 64u, acc.r6b);
-    store4(m + 67u, n, acc.r7a);
-    store4(m + 67u, n + 64u, acc.r7b);
+    store_row(m + 0u, n, acc.r0a, acc.r0b);
+    store_row(m + 1u, n, acc.r1a, acc.r1b);
+    store_row(m + 2u, n, acc.r2a, acc.r2b);
+    store_row(m + 3u, n, acc.r3a, acc.r3b);
+    store_row(m + 64u, n, acc.r4a, acc.r4b);
+    store_row(m + 65u, n, acc.r5a, acc.r5b);
+    store_row(m + 66u, n, acc.r6a, acc.r6b);
+    store_row(m + 67u, n, acc.r7a, acc.r7b);
 }
 
 // ---- GEMV -------------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ ATTENTION = EntryPoint("attention.wgsl", "main", ("q", "k", "v", "out"), FLASH)
 ATTENTION_RELATIVE = EntryPoint("attention.wgsl", "relative", ("q", "k", "v", "out", "positions", "position_bias"),
                                 FLASH)
 TILED = _fields("tq tk heads") + (("scale", "f32"),) + _fields("groups batch")
-ATTENTION_TILED = EntryPoint("attention_tiled.wgsl", "main", ("q", "k", "v", "out"), TILED)
+ATTENTION_TILED = EntryPoint("attention_blocks.wgsl+attention_tiled.wgsl", "main", ("q", "k", "v", "out"), TILED)
 KV = "reduce_workgroup.wgsl+kv_cache.wgsl"
 KV_PACK = EntryPoint(KV, "pack", ("pack_k", "pack_v", "cache", "at"), CACHE)
 KV_ATTEND = EntryPoint(KV, "attend", ("pack_k", "pack_v", "cache", "at", "attend_q", "attend_partials"), CACHE)
@@ -128,9 +128,9 @@ KV_ATTEND_SUBGROUP = EntryPoint("reduce_subgroup.wgsl+kv_cache.wgsl", "attend", 
                                 ("subgroup",), "attend_partials", (64,))  # KEY_BLOCK in engine.gpu.ops.attention
 
 # ---- fast: encoder attention with each row's max found by subgroup shuffles -------------------------
-ATTENTION_TILED_SUBGROUP = EntryPoint("attention_tiled_subgroup.wgsl", "main", ATTENTION_TILED.bindings, TILED,
-                                      ("subgroup",), "out", (256,), sized_by_wg=False, min_subgroup=16,
-                                      same_grid=False)
+ATTENTION_TILED_SUBGROUP = EntryPoint("attention_blocks.wgsl+attention_tiled_subgroup.wgsl", "main",
+                                      ATTENTION_TILED.bindings, TILED, ("subgroup",), "out", (256,), sized_by_wg=False,
+                                      min_subgroup=16, same_grid=False)
 
 FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP,
                  WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP,

@@ -1,7 +1,8 @@
 """Attention on the GPU: flash attention over whole sequences, and the decoder's f16 K/V cache.
 
 Kernels: ``shaders/attention.wgsl`` (``attention``, ``relative_attention``), ``shaders/attention_tiled.wgsl``
-(an encoder's attention; ``attention_tiled_subgroup.wgsl`` in the fast tier) and ``shaders/kv_cache.wgsl``
+(an encoder's attention, after ``attention_blocks.wgsl``; ``attention_tiled_subgroup.wgsl`` in the fast
+tier) and ``shaders/kv_cache.wgsl``
 (``kv_pack``, ``attend`` = its ``attend`` then, over more than one key block, ``combine`` entry points;
 ``attend``'s reductions in ``reduce_workgroup.wgsl``, and in the fast tier ``reduce_subgroup.wgsl``).
 Semantics are those of ``engine.ops``.

@@ -53,7 +53,8 @@ class LinearOps(GpuOpsBase):
         128x128 ones from ``LARGE_TILE_MIN_ROWS`` rows where the device has the workgroup memory."""
         m = self._check_linear(a, w, bias, residual)
         out = self.empty((m, w.n))
-        large = m >= LARGE_TILE_MIN_ROWS and self.device.limits["max-compute-workgroup-storage-size"] >= LARGE_TILE_BYTES
+        limit = self.device.limits["max-compute-workgroup-storage-size"]
+        large = m >= LARGE_TILE_MIN_ROWS and limit >= LARGE_TILE_BYTES
         tile = LARGE_TILE if large else GEMM_TILE
         tiles = (-(-w.n // tile), -(-m // tile), 1)
         self._linear(GEMM_LARGE if large else GEMM, tiles, a, w, bias, act, residual, alpha, out)
