@@ -1,8 +1,8 @@
 // Linear layers: c = act(a·Wᵀ + bias), then c = residual + alpha·c when a residual is given.
 //
-// Three entry points share the weight decoding and the epilogue: `gemm` (tiled, for M > 1),
-// `gemm_large` (larger tiles, for large M) and `gemv` (one input row: the decoder's case, memory
-// bound). Override constants pick the variant,
+// Four entry points share the weight decoding and the epilogue: `gemm` (tiled, for M > 1),
+// `gemm_short` (fewer rows a tile, for small M), `gemm_large` (larger tiles, for large M) and `gemv`
+// (one input row: the decoder's case, memory bound). Override constants pick the variant,
 // so the compiler drops the branches a pipeline does not use:
 //   WTYPE         0 F32, 1 F16, 2 Q8_0 (engine/gpu/tensors.py: GpuWeight's layouts)
 //   ACT           0 none, 1 GELU (erf), 2 SiLU, 3 ReLU, 4 tanh, 5 square
@@ -149,19 +149,19 @@ fn a8(m: u32, k: u32) -> Eight {
                   select(0.0, a[at + 6u], inside && k + 6u < p.k), select(0.0, a[at + 7u], inside && k + 7u < p.k)));
 }
 
-// Eight values of tile row `row` at k offsets ks .. ks+7 into the shared tile starting at `tile`.
-// Written out rather than looped so the values stay in registers.
-fn put8(tile: u32, ks: u32, row: u32, e: Eight) {
-    let at = tile + ks * VEC_PER_K + row / 4u;
+// Eight values of tile row `row` at k offsets ks .. ks+7 into the shared tile starting at `tile`,
+// `stride` vec4s per k. Written out rather than looped so the values stay in registers.
+fn put8(tile: u32, stride: u32, ks: u32, row: u32, e: Eight) {
+    let at = tile + ks * stride + row / 4u;
     let lane = row % 4u;
     tiles[at][lane] = e.lo.x;
-    tiles[at + VEC_PER_K][lane] = e.lo.y;
-    tiles[at + 2u * VEC_PER_K][lane] = e.lo.z;
-    tiles[at + 3u * VEC_PER_K][lane] = e.lo.w;
-    tiles[at + 4u * VEC_PER_K][lane] = e.hi.x;
-    tiles[at + 5u * VEC_PER_K][lane] = e.hi.y;
-    tiles[at + 6u * VEC_PER_K][lane] = e.hi.z;
-    tiles[at + 7u * VEC_PER_K][lane] = e.hi.w;
+    tiles[at + stride][lane] = e.lo.y;
+    tiles[at + 2u * stride][lane] = e.lo.z;
+    tiles[at + 3u * stride][lane] = e.lo.w;
+    tiles[at + 4u * stride][lane] = e.hi.x;
+    tiles[at + 5u * stride][lane] = e.hi.y;
+    tiles[at + 6u * stride][lane] = e.hi.z;
+    tiles[at + 7u * stride][lane] = e.hi.w;
 }
 
 // c[m, n .. n+3] from a row of a micro-tile, skipping what lies outside [M, N].
@@ -194,8 +194,8 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc3 = vec4<f32>(0.0);
 
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
-        put8(0u, ks, row, a8(m0 + row, k0 + ks));
-        put8(W_TILE, ks, row, weights8(n0 + row, k0 + ks));
+        put8(0u, VEC_PER_K, ks, row, a8(m0 + row, k0 + ks));
+        put8(W_TILE, VEC_PER_K, ks, row, weights8(n0 + row, k0 + ks));
         workgroupBarrier();
         for (var k = 0u; k < TILE_K; k++) {
             let av = tiles[k * VEC_PER_K + ty];
@@ -214,6 +214,89 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     store4(m + 1u, n, acc1);
     store4(m + 2u, n, acc2);
     store4(m + 3u, n, acc3);
+}
+
+// ---- GEMM, few rows -----------------------------------------------------------------------------
+
+// `gemm_short`: the same product for small M (a few seconds of a conformer: 138 rows for 11 s of
+// Parakeet), where `gemm`'s 64-row tiles leave most of a large GPU idle (3 row tiles, 48 workgroups
+// at N = 1024) and each workgroup walks all of K alone. A workgroup takes 16 rows x 64 columns, so
+// there are 4x as many, and its 256 threads are 4 groups of 64 that share each K step of 32: group g
+// multiplies k 8g .. 8g+7 of the step into 4x4 micro-tiles, and the groups' sums meet at the end (in
+// group order, so every run gives the same bits). The tiles live in `gemm`'s `tiles`: A at 0 (4 vec4s
+// per k), W at W_TILE as in `gemm`.
+const SHORT_ROWS = 16u;
+const SHORT_VEC_PER_K = 4u;  // SHORT_ROWS / 4
+
+// A thread's 4x4 micro-tile: rows r0..r3, columns as one vec4 each.
+struct MicroTile4 {
+    r0: vec4<f32>,
+    r1: vec4<f32>,
+    r2: vec4<f32>,
+    r3: vec4<f32>,
+}
+
+// One k step of a 4x4 micro-tile: rows from tiles[a], columns from tiles[b].
+fn mma4(acc: ptr<function, MicroTile4>, a: u32, b: u32) {
+    let av = tiles[a];
+    let bv = tiles[b];
+    (*acc).r0 += av.x * bv;
+    (*acc).r1 += av.y * bv;
+    (*acc).r2 += av.z * bv;
+    (*acc).r3 += av.w * bv;
+}
+
+@compute @workgroup_size(256)
+fn gemm_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n0 = wid.x * TILE;
+    let m0 = wid.y * SHORT_ROWS;
+    let group = t / 64u;
+    let tx = t % 16u;  // columns 4*tx .. +3
+    let ty = (t % 64u) / 16u;  // rows 4*ty .. +3
+    var acc: MicroTile4;
+    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+        // A: thread t < 64 loads row t%16 at k offsets 8*(t/16) .. +7; W: every thread row t%64 at
+        // 8*(t/64) .. +7, as in `gemm`.
+        if (t < 64u) {
+            put8(0u, SHORT_VEC_PER_K, 8u * (t / 16u), t % 16u, a8(m0 + t % 16u, k0 + 8u * (t / 16u)));
+        }
+        put8(W_TILE, VEC_PER_K, 8u * group, t % 64u, weights8(n0 + t % 64u, k0 + 8u * group));
+        workgroupBarrier();
+        let k = 8u * group;  // this group's 8 k steps, written out
+        mma4(&acc, k * SHORT_VEC_PER_K + ty, W_TILE + k * VEC_PER_K + tx);
+        mma4(&acc, (k + 1u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 1u) * VEC_PER_K + tx);
+        mma4(&acc, (k + 2u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 2u) * VEC_PER_K + tx);
+        mma4(&acc, (k + 3u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 3u) * VEC_PER_K + tx);
+        mma4(&acc, (k + 4u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 4u) * VEC_PER_K + tx);
+        mma4(&acc, (k + 5u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 5u) * VEC_PER_K + tx);
+        mma4(&acc, (k + 6u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 6u) * VEC_PER_K + tx);
+        mma4(&acc, (k + 7u) * SHORT_VEC_PER_K + ty, W_TILE + (k + 7u) * VEC_PER_K + tx);
+        workgroupBarrier();
+    }
+    // Groups 1..3 leave their sums in `tiles` (free now); group 0 adds them in group order.
+    if (group != 0u) {
+        let at = ((group - 1u) * 64u + t % 64u) * 4u;
+        tiles[at] = acc.r0;
+        tiles[at + 1u] = acc.r1;
+        tiles[at + 2u] = acc.r2;
+        tiles[at + 3u] = acc.r3;
+    }
+    workgroupBarrier();
+    if (group == 0u) {
+        for (var g = 0u; g < 3u; g++) {
+            let at = (g * 64u + t) * 4u;
+            acc.r0 += tiles[at];
+            acc.r1 += tiles[at + 1u];
+            acc.r2 += tiles[at + 2u];
+            acc.r3 += tiles[at + 3u];
+        }
+        let m = m0 + ty * 4u;
+        let n = n0 + tx * 4u;
+        store4(m, n, acc.r0);
+        store4(m + 1u, n, acc.r1);
+        store4(m + 2u, n, acc.r2);
+        store4(m + 3u, n, acc.r3);
+    }
 }
 
 // ---- GEMM, 128x128 tiles ------------------------------------------------------------------------

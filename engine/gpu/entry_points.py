@@ -76,6 +76,7 @@ EMBED = EntryPoint("embed.wgsl", "main", ("ids", "table", "scales", "positions",
                    _fields("t d k_pad scale_stride pos0 n_positions"))
 LINEARS = "reduce_workgroup.wgsl+gemm.wgsl"
 GEMM = EntryPoint(LINEARS, "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
+GEMM_SHORT = EntryPoint(LINEARS, "gemm_short", GEMM.bindings, LINEAR)
 GEMM_LARGE = EntryPoint(LINEARS, "gemm_large", ("a_vec", "w", "scales", "bias", "residual", "c"), LINEAR)
 GEMV = EntryPoint(LINEARS, "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
 FLASH = _fields("tq tk heads causal") + (("scale", "f32"),) + _fields("groups batch span left right")

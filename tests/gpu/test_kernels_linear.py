@@ -1,7 +1,8 @@
 """The linear kernels (gemm.wgsl, embed.wgsl, elementwise.wgsl) against the numpy backend.
 
-Shapes are small (lavapipe runs about 2 GFLOP/s) but ragged on purpose: M, N and K off the 64x64x32
-tile, so every bounds check and the weights' zero padding are exercised, for each weight type.
+Shapes are small (lavapipe runs about 2 GFLOP/s) but ragged on purpose: M, N and K off the tiles, so
+every bounds check and the weights' zero padding are exercised, for each weight type. Most cases have
+few rows (``gemm_short``, up to 256); the 64x64 ``gemm`` and the 128x128 ``gemm_large`` have their own.
 """
 
 from __future__ import annotations
@@ -92,6 +93,21 @@ def test_gemm_residual_without_bias(gpu_ops, cpu_ops, kind):
     # Attention's output projection in models without biases: c = residual + a·Wᵀ.
     (a, w, _, r), (a_cpu, w_cpu, _, r_cpu) = linear_case(gpu_ops, cpu_ops, SHAPES[kind][1], kind, False, True)
     assert_close(gpu_ops.read(gpu_ops.gemm(a, w, residual=r)), cpu_ops.gemm(a_cpu, w_cpu, residual=r_cpu))
+
+
+# gemm's own tiles (64x64) between gemm_short's rows and gemm_large's: M off the tile, each weight type.
+MIDDLE_SHAPES = {"F32": (300, 130, 98), "F16": (300, 100, 80), "Q8_0": (333, 100, 160)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_between_the_short_and_the_large_tiles(gpu_ops, cpu_ops, kind):
+    from sayso.engine.gpu.ops import linear
+
+    shape = MIDDLE_SHAPES[kind]
+    assert linear.SHORT_TILE_MAX_ROWS < shape[0] < linear.LARGE_TILE_MIN_ROWS
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, shape, kind, True, True)
+    assert_close(gpu_ops.read(gpu_ops.gemm(a, w, b, "silu", r, alpha=0.5)),
+                 cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "silu", r_cpu, alpha=0.5))
 
 
 # gemm_large's cases: M past LARGE_TILE_MIN_ROWS; N = 130 puts a 128-row W tile past the weights'

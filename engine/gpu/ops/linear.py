@@ -8,7 +8,7 @@ epilogue are override constants, so each combination is its own specialised pipe
 
 from __future__ import annotations
 
-from sayso.engine.gpu.entry_points import ADD, EMBED, GEMM, GEMM_LARGE, GEMV, EntryPoint
+from sayso.engine.gpu.entry_points import ADD, EMBED, GEMM, GEMM_LARGE, GEMM_SHORT, GEMV, EntryPoint
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuTensor, GpuWeight
@@ -20,6 +20,10 @@ GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
 LARGE_TILE = 128  # the same for gemm_large (gemm.wgsl's LARGE_TILE)
 LARGE_TILE_BYTES = 32768  # gemm_large's workgroup memory
 LARGE_TILE_MIN_ROWS = 1024
+SHORT_TILE = 16  # output rows per gemm_short workgroup (gemm.wgsl's SHORT_ROWS)
+SHORT_TILE_MAX_ROWS = 256
+"""Most rows of a for gemm_short: up to a few 64-row tiles, whose few workgroups would each walk all of
+K alone (docs/PERFORMANCE.md)."""
 """Fewest rows of a for gemm_large: below that its 4x fewer workgroups leave a large GPU part idle, and
 the 64-row tiles are faster (an encoder of a few seconds of audio, a batch of decoder tokens)."""
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
@@ -49,15 +53,19 @@ class LinearOps(GpuOpsBase):
         residual: GpuTensor | None = None,
         alpha: float = 1.0,
     ) -> GpuTensor:
-        """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles, or
-        128x128 ones from ``LARGE_TILE_MIN_ROWS`` rows where the device has the workgroup memory."""
+        """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles; 16x64
+        ones up to ``SHORT_TILE_MAX_ROWS`` rows, 128x128 ones from ``LARGE_TILE_MIN_ROWS`` where the
+        device has the workgroup memory."""
         m = self._check_linear(a, w, bias, residual)
         out = self.empty((m, w.n))
         limit = self.device.limits["max-compute-workgroup-storage-size"]
-        large = m >= LARGE_TILE_MIN_ROWS and limit >= LARGE_TILE_BYTES
-        tile = LARGE_TILE if large else GEMM_TILE
-        tiles = (-(-w.n // tile), -(-m // tile), 1)
-        self._linear(GEMM_LARGE if large else GEMM, tiles, a, w, bias, act, residual, alpha, out)
+        if m >= LARGE_TILE_MIN_ROWS and limit >= LARGE_TILE_BYTES:
+            entry, rows, cols = GEMM_LARGE, LARGE_TILE, LARGE_TILE
+        elif m <= SHORT_TILE_MAX_ROWS:
+            entry, rows, cols = GEMM_SHORT, SHORT_TILE, GEMM_TILE
+        else:
+            entry, rows, cols = GEMM, GEMM_TILE, GEMM_TILE
+        self._linear(entry, (-(-w.n // cols), -(-m // rows), 1), a, w, bias, act, residual, alpha, out)
         return out
 
     def gemv(
