@@ -2,7 +2,8 @@
 // attention_tiled_subgroup.wgsl, each after this file in a module): their parameters, bindings and
 // which (sequence, head, block of query rows) a workgroup takes. Both read q: [Tq, H*dh] and k, v:
 // [Tk, H*dh] as vec4s for each of `batch` sequences one after the other in the buffers, and write out
-// like q; each defines QUADS (dh / 4).
+// like q; each defines QUADS (dh / 4). (Their loops over the tiles stay in the kernels: naga 29
+// panics on a helper function that indexes an array sized by an override.)
 
 struct Params {
     tq: u32,

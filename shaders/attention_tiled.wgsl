@@ -40,16 +40,13 @@ fn main(
         return; // the grid's last row may be partly empty; uniform for the whole workgroup
     }
     let block = query_block(group, 16u * ROWS);
-    let q0 = block.q0;
-    let row_quads = block.row_quads;
-    let q_base = block.q_base;
-    let k_base = block.k_base;
     let tx = tid % 16u;
     let ty = tid / 16u;
 
     for (var e = tid; e < 16u * ROWS * QUADS; e += THREADS) {
-        let row = q0 + e / QUADS;
-        q_tile[e] = select(vec4<f32>(0.0), q[q_base + min(row, p.tq - 1u) * row_quads + e % QUADS], row < p.tq);
+        let row = block.q0 + e / QUADS;
+        let at = block.q_base + min(row, p.tq - 1u) * block.row_quads + e % QUADS;
+        q_tile[e] = select(vec4<f32>(0.0), q[at], row < p.tq);
     }
 
     var m: array<f32, ROWS>;
@@ -65,8 +62,8 @@ fn main(
             let j = e / QUADS;
             let c = e % QUADS;
             let key = min(kb + j, p.tk - 1u); // a key past Tk is staged as the last one and masked below
-            k_tile[j * K_STRIDE + c] = k[k_base + key * row_quads + c];
-            v_tile[e] = v[k_base + key * row_quads + c];
+            k_tile[j * K_STRIDE + c] = k[block.k_base + key * block.row_quads + c];
+            v_tile[e] = v[block.k_base + key * block.row_quads + c];
         }
         workgroupBarrier();
 
@@ -115,9 +112,9 @@ fn main(
 
     if (tx < QUADS) {
         for (var a = 0u; a < ROWS; a++) {
-            let row = q0 + ty + 16u * a;
+            let row = block.q0 + ty + 16u * a;
             if (row < p.tq) {
-                out[q_base + row * row_quads + tx] = acc[a] / l[a];
+                out[block.q_base + row * block.row_quads + tx] = acc[a] / l[a];
             }
         }
     }

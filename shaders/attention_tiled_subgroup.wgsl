@@ -73,16 +73,13 @@ fn main(
         return; // the grid's last row may be partly empty; uniform for the whole workgroup
     }
     let block = query_block(group, ROWS_WG);
-    let q0 = block.q0;
-    let row_quads = block.row_quads;
-    let q_base = block.q_base;
-    let k_base = block.k_base;
     let tx = tid % 16u;
     let ty = tid / 16u;
 
     for (var e = tid; e < ROWS_WG * QUADS; e += THREADS) {
-        let row = q0 + e / QUADS;
-        q_tile[e] = select(vec4<f32>(0.0), q[q_base + min(row, p.tq - 1u) * row_quads + e % QUADS], row < p.tq);
+        let row = block.q0 + e / QUADS;
+        let at = block.q_base + min(row, p.tq - 1u) * block.row_quads + e % QUADS;
+        q_tile[e] = select(vec4<f32>(0.0), q[at], row < p.tq);
     }
 
     let r0 = ty;
@@ -105,8 +102,8 @@ fn main(
             let j = e / QUADS;
             let c = e % QUADS;
             let key = min(kb + j, p.tk - 1u);
-            k_tile[j * K_STRIDE + c] = k[k_base + key * row_quads + c];
-            v_tile[e] = v[k_base + key * row_quads + c];
+            k_tile[j * K_STRIDE + c] = k[block.k_base + key * block.row_quads + c];
+            v_tile[e] = v[block.k_base + key * block.row_quads + c];
         }
         workgroupBarrier();
 
@@ -173,18 +170,18 @@ fn main(
     }
 
     if (tx < QUADS) {
-        let base = q_base + q0 * row_quads + tx;
-        if (q0 + r0 < p.tq) {
-            out[base + r0 * row_quads] = acc0 / l.x;
+        let base = block.q_base + block.q0 * block.row_quads + tx;
+        if (block.q0 + r0 < p.tq) {
+            out[base + r0 * block.row_quads] = acc0 / l.x;
         }
-        if (q0 + r1 < p.tq) {
-            out[base + r1 * row_quads] = acc1 / l.y;
+        if (block.q0 + r1 < p.tq) {
+            out[base + r1 * block.row_quads] = acc1 / l.y;
         }
-        if (q0 + r2 < p.tq) {
-            out[base + r2 * row_quads] = acc2 / l.z;
+        if (block.q0 + r2 < p.tq) {
+            out[base + r2 * block.row_quads] = acc2 / l.z;
         }
-        if (q0 + r3 < p.tq) {
-            out[base + r3 * row_quads] = acc3 / l.w;
+        if (block.q0 + r3 < p.tq) {
+            out[base + r3 * block.row_quads] = acc3 / l.w;
         }
     }
 }
