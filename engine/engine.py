@@ -285,10 +285,11 @@ class Engine:
 
         ``batch``: windows the encoder takes in one pass, from the next pieces of audio, of one file or
         of several (``encoder_batch``: 1 unless asked, as many as memory allows); a family that encodes
-        one window at a time, or a batch of 1, transcribes the files one after the other. A piece's first window is encoded with the
-        batch, any window after a seek inside it alone, and every window is decoded in the file's
-        order, so that a piece's language is the one before it, as file by file. Windows encoded on a
-        GPU that failed before they were decoded are encoded again on the CPU, as the piece then is.
+        one window at a time, or a batch of 1, transcribes the files one after the other. A piece's first
+        window is encoded with the batch, any window after a seek inside it alone, and every window is
+        decoded in the file's order, so that a piece's language is the one before it, as file by file.
+        Windows encoded on a GPU that failed before they were decoded are encoded again on the CPU, as
+        the piece then is.
         """
         self.check_options(language, task)
         batch = self.encoder_batch(batch)

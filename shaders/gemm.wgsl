@@ -176,59 +176,8 @@ fn store4(m: u32, n: u32, v: vec4<f32>) {
     if (n + 3u < p.n) { c[at + n + 3u] = finish(v.w, m, n + 3u); }
 }
 
-@compute @workgroup_size(256)
-fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let n0 = wid.x * TILE;
-    let m0 = wid.y * TILE;
-    // Loading: thread t fills row t%64 of both tiles at k offsets 8*(t/64) .. +7. Consecutive
-    // threads take consecutive rows, so their stores into the k-major tiles hit distinct banks.
-    let row = t % TILE;
-    let ks = (t / TILE) * 8u;
-    // Computing: rows 4*ty .. +3 and columns 4*tx .. +3 of the output tile, one accumulator per
-    // row (separate variables, not an array, so no compiler puts them in local memory).
-    let tx = t % VEC_PER_K;
-    let ty = t / VEC_PER_K;
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
-
-    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
-        put8(0u, VEC_PER_K, ks, row, a8(m0 + row, k0 + ks));
-        put8(W_TILE, VEC_PER_K, ks, row, weights8(n0 + row, k0 + ks));
-        workgroupBarrier();
-        for (var k = 0u; k < TILE_K; k++) {
-            let av = tiles[k * VEC_PER_K + ty];
-            let bv = tiles[W_TILE + k * VEC_PER_K + tx];
-            acc0 += av.x * bv;
-            acc1 += av.y * bv;
-            acc2 += av.z * bv;
-            acc3 += av.w * bv;
-        }
-        workgroupBarrier();
-    }
-
-    let m = m0 + ty * 4u;
-    let n = n0 + tx * 4u;
-    store4(m, n, acc0);
-    store4(m + 1u, n, acc1);
-    store4(m + 2u, n, acc2);
-    store4(m + 3u, n, acc3);
-}
-
-// ---- GEMM, few rows -----------------------------------------------------------------------------
-
-// `gemm_short`: the same product for small M (a few seconds of a conformer: 138 rows for 11 s of
-// Parakeet), where `gemm`'s 64-row tiles leave most of a large GPU idle (3 row tiles, 48 workgroups
-// at N = 1024) and each workgroup walks all of K alone. A workgroup takes 16 rows x 64 columns, so
-// there are 4x as many, and its 256 threads are 4 groups of 64 that share each K step of 32: group g
-// multiplies k 8g .. 8g+7 of the step into 4x4 micro-tiles, and the groups' sums meet at the end (in
-// group order, so every run gives the same bits). The tiles live in `gemm`'s `tiles`: A at 0 (4 vec4s
-// per k), W at W_TILE as in `gemm`.
-const SHORT_ROWS = 16u;
-const SHORT_VEC_PER_K = 4u;  // SHORT_ROWS / 4
-
-// A thread's 4x4 micro-tile: rows r0..r3, columns as one vec4 each.
+// A thread's 4x4 micro-tile (`gemm`, `gemm_short`): rows r0..r3, columns as one vec4 each. A struct
+// of named vectors rather than an array, so no compiler puts it in local memory.
 struct MicroTile4 {
     r0: vec4<f32>,
     r1: vec4<f32>,
@@ -245,6 +194,51 @@ fn mma4(acc: ptr<function, MicroTile4>, a: u32, b: u32) {
     (*acc).r2 += av.z * bv;
     (*acc).r3 += av.w * bv;
 }
+
+// The micro-tile's rows m .. m+3, columns n .. n+3, into c.
+fn store_tile4(m: u32, n: u32, acc: MicroTile4) {
+    store4(m, n, acc.r0);
+    store4(m + 1u, n, acc.r1);
+    store4(m + 2u, n, acc.r2);
+    store4(m + 3u, n, acc.r3);
+}
+
+@compute @workgroup_size(256)
+fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n0 = wid.x * TILE;
+    let m0 = wid.y * TILE;
+    // Loading: thread t fills row t%64 of both tiles at k offsets 8*(t/64) .. +7. Consecutive
+    // threads take consecutive rows, so their stores into the k-major tiles hit distinct banks.
+    let row = t % TILE;
+    let ks = (t / TILE) * 8u;
+    // Computing: rows 4*ty .. +3 and columns 4*tx .. +3 of the output tile.
+    let tx = t % VEC_PER_K;
+    let ty = t / VEC_PER_K;
+    var acc: MicroTile4;
+
+    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+        put8(0u, VEC_PER_K, ks, row, a8(m0 + row, k0 + ks));
+        put8(W_TILE, VEC_PER_K, ks, row, weights8(n0 + row, k0 + ks));
+        workgroupBarrier();
+        for (var k = 0u; k < TILE_K; k++) {
+            mma4(&acc, k * VEC_PER_K + ty, W_TILE + k * VEC_PER_K + tx);
+        }
+        workgroupBarrier();
+    }
+    store_tile4(m0 + ty * 4u, n0 + tx * 4u, acc);
+}
+
+// ---- GEMM, few rows -----------------------------------------------------------------------------
+
+// `gemm_short`: the same product for small M (a few seconds of a conformer: 138 rows for 11 s of
+// Parakeet), where `gemm`'s 64-row tiles leave most of a large GPU idle (3 row tiles, 48 workgroups
+// at N = 1024) and each workgroup walks all of K alone. A workgroup takes 16 rows x 64 columns, so
+// there are 4x as many, and its 256 threads are 4 groups of 64 that share each K step of 32: group g
+// multiplies k 8g .. 8g+7 of the step into 4x4 micro-tiles, and the groups' sums meet at the end (in
+// group order, so every run gives the same bits). The tiles live in `gemm`'s `tiles`: A at 0 (4 vec4s
+// per k), W at W_TILE as in `gemm`.
+const SHORT_ROWS = 16u;
+const SHORT_VEC_PER_K = 4u;  // SHORT_ROWS / 4
 
 @compute @workgroup_size(256)
 fn gemm_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -290,12 +284,7 @@ fn gemm_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
             acc.r2 += tiles[at + 2u];
             acc.r3 += tiles[at + 3u];
         }
-        let m = m0 + ty * 4u;
-        let n = n0 + tx * 4u;
-        store4(m, n, acc.r0);
-        store4(m + 1u, n, acc.r1);
-        store4(m + 2u, n, acc.r2);
-        store4(m + 3u, n, acc.r3);
+        store_tile4(m0 + ty * 4u, n0 + tx * 4u, acc);
     }
 }
 

@@ -6,9 +6,8 @@ has every feature it needs, and a probe dispatch of each of its pipelines (one p
 runs with: the layout depends on the size, not on the other constants, whose defaults are probed)
 succeeds and reports the subgroup layout the kernel is written for: every invocation in a subgroup
 of one size, a power of two from 4 (or the kernel's ``min_subgroup``) to 32, and invocation ``lid``
-its lane ``lid % size``. Vulkan
-promises none of that for compute, hence the probe. A device error during the probes turns the whole
-tier off: the portable kernels run alone.
+its lane ``lid % size``. Vulkan promises none of that for compute, hence the probe. A device error
+during the probes turns the whole tier off: the portable kernels run alone.
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ GEMM_TILE = 64  # output rows and columns per GEMM workgroup (gemm.wgsl's TILE)
 LARGE_TILE = 128  # the same for gemm_large (gemm.wgsl's LARGE_TILE)
 LARGE_TILE_BYTES = 32768  # gemm_large's workgroup memory
 LARGE_TILE_MIN_ROWS = 1024
+"""Fewest rows of a for gemm_large: below that its 4x fewer workgroups leave a large GPU part idle, and
+the 64-row tiles are faster (an encoder of a few seconds of audio, a batch of decoder tokens)."""
 SHORT_TILE = 16  # output rows per gemm_short workgroup (gemm.wgsl's SHORT_ROWS)
 SHORT_TILE_MAX_ROWS = 256
 """Most rows of a for gemm_short: up to a few 64-row tiles, whose few workgroups would each walk all of
 K alone (docs/PERFORMANCE.md)."""
-"""Fewest rows of a for gemm_large: below that its 4x fewer workgroups leave a large GPU part idle, and
-the 64-row tiles are faster (an encoder of a few seconds of audio, a batch of decoder tokens)."""
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
 NORM_FOLD_MAX_N = 8192
 """Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
