@@ -532,8 +532,12 @@ fn gemm_large(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 // One input row: each output value is a dot product over K, so a workgroup takes 8 outputs and
 // 32 threads split each one's K, eight weights per thread per step (a 16-byte read for F16, so a
 // row's reads are contiguous across its threads). Each output's partial sums meet in `reduce_lanes`.
+// A thread takes four steps at a time, their four loads issued before any product: a row has only
+// K / 256 steps, and a loop that waits on each step's load leaves the GPU idle (drivers don't unroll
+// naga's loops). The sum still runs over the steps in order, so the result is the same.
 const GEMV_ROWS = 8u;
 const GEMV_LANES = 32u;
+const GEMV_STEP = 256u;  // GEMV_LANES * 8: the k a row's threads cover in one step
 
 // Which of k .. k+3 lie inside the row (k < K).
 fn in_row(k: u32) -> vec4<bool> {
@@ -573,6 +577,11 @@ fn normed4(k: u32, stats: vec2<f32>) -> vec4<f32> {
     return select(vec4<f32>(0.0), v, in_row(k));
 }
 
+// One thread's step at k: its eight inputs (normalised as NORM says) times its eight weights.
+fn gemv_step(k: u32, wv: Eight, stats: vec2<f32>) -> f32 {
+    return dot(normed4(k, stats), wv.lo) + dot(normed4(k + 4u, stats), wv.hi);
+}
+
 @compute @workgroup_size(WG)
 fn gemv(inv: Invocation) {
     let t = inv.lid;
@@ -590,9 +599,19 @@ fn gemv(inv: Invocation) {
     }
     var sum = 0.0;
     if (n < p.n) {
-        for (var k = lane * 8u; k < p.k; k += GEMV_LANES * 8u) {
-            let wv = weights8(n, k);
-            sum += dot(normed4(k, stats), wv.lo) + dot(normed4(k + 4u, stats), wv.hi);
+        var k = lane * 8u;
+        for (; k + 3u * GEMV_STEP < p.k; k += 4u * GEMV_STEP) {
+            let w0 = weights8(n, k);
+            let w1 = weights8(n, k + GEMV_STEP);
+            let w2 = weights8(n, k + 2u * GEMV_STEP);
+            let w3 = weights8(n, k + 3u * GEMV_STEP);
+            sum += gemv_step(k, w0, stats);
+            sum += gemv_step(k + GEMV_STEP, w1, stats);
+            sum += gemv_step(k + 2u * GEMV_STEP, w2, stats);
+            sum += gemv_step(k + 3u * GEMV_STEP, w3, stats);
+        }
+        for (; k < p.k; k += GEMV_STEP) {
+            sum += gemv_step(k, weights8(n, k), stats);
         }
     }
     let total = reduce_lanes(sum, GEMV_LANES, inv);

@@ -157,9 +157,10 @@ def test_activations_are_accurate_over_their_range(gpu_ops, act):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_gemv_ragged_shapes(gpu_ops, cpu_ops, kind):
-    # K up to 600 so that each of a row's 32 threads takes more than one step.
-    ks = [7, 100, 600] if kind != "Q8_0" else [32, 96, 608]
-    for n, k in zip([5, 64, 100], ks):
+    # K past 256 so that each of a row's 32 threads takes more than one step, and past 2048 so that
+    # they take two rounds of four steps and then single steps up to a ragged end.
+    ks = [7, 100, 600, 2100] if kind != "Q8_0" else [32, 96, 608, 2336]
+    for n, k in zip([5, 64, 100, 37], ks):
         (a, w, _, _), (a_cpu, w_cpu, _, _) = linear_case(gpu_ops, cpu_ops, (1, n, k), kind, False, False)
         out = gpu_ops.gemv(a, w)
         assert out.shape == (1, n)
