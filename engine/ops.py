@@ -409,9 +409,12 @@ class Ops(abc.ABC):
         the search (t = ``frames``); once t reaches ``frames`` a step changes nothing but word 3."""
 
     @abc.abstractmethod
-    def lstm_cell(self, gates: Tensor, state: Tensor, c: Tensor, h: Tensor) -> None:
+    def lstm_cell(self, gates: Tensor, state: Tensor, c: Tensor, h: Tensor,
+                  input_gates: tuple[Weight, Tensor] | None = None) -> None:
         """One LSTM layer's update, in place, when the state's word 3 is set: gates [1, 4H] (PyTorch's
-        order i, f, g, o, products and bias summed), cell c [1, H] and output h [1, H]."""
+        order i, f, g, o, products and bias summed), cell c [1, H] and output h [1, H]. ``input_gates``,
+        a table [V, 4H] and token ids [1], adds the table's row of the token to the gates first: the
+        first layer's input gates looked up in the same step."""
 
     @abc.abstractmethod
     def position(self, value: int) -> Position:

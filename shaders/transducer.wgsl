@@ -146,10 +146,15 @@ fn choose(inv: Invocation) {
 
 // ---- lstm_cell: one LSTM layer's new state, where the last step emitted a token ---------------------
 // gates [4H] (PyTorch's order i, f, g, o; both products and the bias summed), c [H] and h [H] updated
-// in place; a step without an emission leaves them as they are.
+// in place; a step without an emission leaves them as they are. With INPUT_GATES the first layer's
+// input gates of the emitted token, row cell_token[0] of a table [V, 4H], are added to the gates here:
+// looking them up in a dispatch of their own cost as much as the whole cell update.
+
+override INPUT_GATES: bool = false;
 
 struct CellParams {
     hidden: u32,
+    table_stride: u32,  // the input gates table's row stride (its padded width)
 }
 
 @group(0) @binding(0) var<uniform> lp: CellParams;
@@ -157,6 +162,16 @@ struct CellParams {
 @group(0) @binding(2) var<storage, read> cell_state: array<u32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 @group(0) @binding(4) var<storage, read_write> h: array<f32>;
+@group(0) @binding(5) var<storage, read> input_gates: array<f32>;
+@group(0) @binding(6) var<storage, read> cell_token: array<u32>;
+
+// Gate i: the products' sum, plus the token's input gates where they are looked up here.
+fn gate(i: u32) -> f32 {
+    if (INPUT_GATES) {
+        return gates[i] + input_gates[cell_token[0] * lp.table_stride + i];
+    }
+    return gates[i];
+}
 
 fn sigmoid(x: f32) -> f32 {
     return 0.5 * (1.0 + tanh(clamp(0.5 * x, -9.0, 9.0)));
@@ -169,7 +184,7 @@ fn lstm_cell(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let n = lp.hidden;
-    let c_new = sigmoid(gates[n + j]) * c[j] + sigmoid(gates[j]) * tanh(clamp(gates[2u * n + j], -9.0, 9.0));
+    let c_new = sigmoid(gate(n + j)) * c[j] + sigmoid(gate(j)) * tanh(clamp(gate(2u * n + j), -9.0, 9.0));
     c[j] = c_new;
-    h[j] = sigmoid(gates[3u * n + j]) * tanh(clamp(c_new, -9.0, 9.0));
+    h[j] = sigmoid(gate(3u * n + j)) * tanh(clamp(c_new, -9.0, 9.0));
 }

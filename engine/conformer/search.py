@@ -100,17 +100,18 @@ class BackendTransducerHead:
                  ids: Tensor | None = None) -> None:
         """The LSTM layers on input x [1, H], or on the embedding of token ``ids`` [1], updating ``cells``
         and ``outputs`` where the state says."""
+        looked_up = None  # the first layer's x·Wxᵀ + bias, looked up by lstm_cell
         if ids is not None and self.input_gates is not None:
-            gates = ops.embed(ids, self.input_gates, None, 0)  # the first layer's x·Wxᵀ + bias, looked up
-        else:
-            gates = None
-            x = ops.embed(ids, self.embed, None, 0) if ids is not None else x
+            looked_up = (self.input_gates, ids)
+        elif ids is not None:
+            x = ops.embed(ids, self.embed, None, 0)
         for layer, c, h in zip(self.layers, cells, outputs):
-            if gates is None:
-                gates = ops.gemv(x, layer.wx, layer.bias)
-            gates = ops.gemv(h, layer.wh, residual=gates)
-            ops.lstm_cell(gates, state, c, h)
-            x, gates = h, None
+            if looked_up is None:
+                gates = ops.gemv(h, layer.wh, residual=ops.gemv(x, layer.wx, layer.bias))
+            else:
+                gates = ops.gemv(h, layer.wh)
+            ops.lstm_cell(gates, state, c, h, looked_up)
+            x, looked_up = h, None
 
 
 def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, activation: str, blank: int,
@@ -119,8 +120,9 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
 
     Where the vocabulary is smaller than the embedding (GigaAM's 34 characters), the first LSTM layer's
     input gates of every token (embedding · Wxᵀ + bias, [V, 4H]) are computed here once, a table smaller
-    than Wx: a step then looks its token's row up instead of embedding the token and multiplying, one
-    dispatch fewer in a search whose steps are bound by their dispatches (docs/PERFORMANCE.md). A large
+    than Wx: a step's cell update then adds its token's row (``Ops.lstm_cell``'s ``input_gates``)
+    instead of embedding the token and multiplying, two dispatches fewer in a search whose steps are
+    bound by their dispatches (docs/PERFORMANCE.md). A large
     vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower."""
     vocabulary, width = model_file.shape("pred.embed.weight")
     embed = input_gates = None

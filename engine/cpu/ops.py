@@ -592,9 +592,11 @@ class NumpyOps(Backend):
             t, symbols = t + 1, 0
         words[:3] = frames if n >= capacity else t, symbols, n
 
-    def lstm_cell(self, gates, state, c, h):
+    def lstm_cell(self, gates, state, c, h, input_gates=None):
         if not state[0, 3]:
             return
+        if input_gates is not None:
+            gates = gates + self.embed(input_gates[1], input_gates[0], None, 0)
         i_gate, f_gate, g_gate, o_gate = np.split(gates[0], 4)
         c[0] = sigmoid(f_gate) * c[0] + sigmoid(i_gate) * np.tanh(g_gate)
         h[0] = sigmoid(o_gate) * np.tanh(c[0])

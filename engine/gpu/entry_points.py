@@ -104,7 +104,8 @@ JOINT_HIDDEN = EntryPoint(TRANSDUCER, "joint_hidden", ("encoder", "prediction", 
                           _fields("frames width"))
 TRANSDUCER_CHOOSE = EntryPoint(TRANSDUCER, "choose", ("logits", "durations", "state", "ids"),
                                _fields("frames n_tokens n_durations max_symbols capacity"))
-LSTM_CELL = EntryPoint(TRANSDUCER, "lstm_cell", ("gates", "cell_state", "c", "h"), _fields("hidden"))
+LSTM_CELL = EntryPoint(TRANSDUCER, "lstm_cell", ("gates", "cell_state", "c", "h", "input_gates", "cell_token"),
+                       _fields("hidden table_stride"))
 ADVANCE = EntryPoint("position.wgsl", "advance", ("counter",), _fields("by"))
 MARK = EntryPoint("mark.wgsl", "main", ("mark",), _fields("serial"))
 

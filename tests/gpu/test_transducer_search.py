@@ -15,7 +15,7 @@ from sayso.engine.audio import load_audio
 from sayso.engine.conformer.search import BackendTransducerHead, load_backend_transducer
 from sayso.engine.convert.random_model import write_random_model
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import TRANSDUCER_HEADER
+from sayso.engine.ops import TRANSDUCER_HEADER, WeightSource
 
 BLANK = 9  # tokens 0..9, the blank last
 DURATIONS = [0, 1, 2, 3, 4]
@@ -112,7 +112,8 @@ def test_the_gpu_hidden_layer_and_lstm_cell_are_numpys(cpu_ops, gpu_ops):
     encoder, prediction = rng.normal(size=(FRAMES, 40)).astype(np.float32), rng.normal(size=(1, 40)).astype(np.float32)
     gates = (3 * rng.normal(size=(1, 4 * 24))).astype(np.float32)
     c0, h0 = rng.normal(size=(1, 24)).astype(np.float32), rng.normal(size=(1, 24)).astype(np.float32)
-    for emitted in (0, 1):
+    table = rng.normal(size=(7, 4 * 24)).astype(np.float32)  # input gates per token, looked up by the cell
+    for emitted, looked_up in ((0, False), (1, False), (1, True)):
         results = []
         for ops in (cpu_ops, gpu_ops):
             state = ops.transducer_state(4)
@@ -121,7 +122,9 @@ def test_the_gpu_hidden_layer_and_lstm_cell_are_numpys(cpu_ops, gpu_ops):
             hidden = {a: ops.read(ops.joint_hidden(ops.tensor(encoder), ops.tensor(prediction), state, a))
                       for a in ("relu", "tanh", "sigmoid")}
             c, h = ops.tensor(c0), ops.tensor(h0)
-            ops.lstm_cell(ops.tensor(gates), state, c, h)
+            input_gates = (ops.weight(WeightSource("input_gates", "F32", table.shape, table)),
+                           ops.ids(np.array([5]))) if looked_up else None
+            ops.lstm_cell(ops.tensor(gates), state, c, h, input_gates)
             results.append((hidden, ops.read(c), ops.read(h)))
         (want_hidden, want_c, want_h), (hidden, c, h) = results
         for activation in want_hidden:
@@ -129,6 +132,10 @@ def test_the_gpu_hidden_layer_and_lstm_cell_are_numpys(cpu_ops, gpu_ops):
         np.testing.assert_allclose(c, want_c, atol=1e-6)
         np.testing.assert_allclose(h, want_h, atol=1e-6)
         assert np.array_equal(c, c0) != bool(emitted)  # the cell changes only after an emission
+        if looked_up:  # the looked-up row is added: the gates alone give another cell
+            i_gate, f_gate, g_gate, _ = np.split(gates[0] + table[5], 4)
+            sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+            np.testing.assert_allclose(c[0], sigmoid(f_gate) * c0[0] + sigmoid(i_gate) * np.tanh(g_gate), atol=1e-5)
 
 
 FAMILIES = {"parakeet-tdt-v3": "parakeet", "gigaam-v3-rnnt": "gigaam"}

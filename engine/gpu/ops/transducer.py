@@ -13,7 +13,7 @@ import numpy as np
 from sayso.engine.gpu.entry_points import JOINT_HIDDEN, LSTM_CELL, TRANSDUCER_CHOOSE
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
-from sayso.engine.gpu.tensors import GpuTensor
+from sayso.engine.gpu.tensors import GpuTensor, GpuWeight
 from sayso.engine.ops import JOINT_ACTIVATIONS, TRANSDUCER_HEADER
 
 STEPS_PER_READ = 32
@@ -64,8 +64,18 @@ class TransducerOps(GpuOpsBase):
         wanted = 1 << max(6, (-(-n_tokens // 8) - 1).bit_length())
         return min(self.reduction_threads, wanted)
 
-    def lstm_cell(self, gates: GpuTensor, state: GpuTensor, c: GpuTensor, h: GpuTensor) -> None:
+    def lstm_cell(self, gates: GpuTensor, state: GpuTensor, c: GpuTensor, h: GpuTensor,
+                  input_gates: tuple[GpuWeight, GpuTensor] | None = None) -> None:
         hidden = h.shape[1]
         if gates.shape != (1, 4 * hidden) or c.shape != h.shape:
             raise ValueError(f"lstm_cell: gates {gates.shape}, c {c.shape} and h {h.shape} don't fit")
-        self.run(LSTM_CELL, [gates, state, c, h], [hidden], grid(-(-hidden // THREADS)))
+        if input_gates is None:  # the lookup's bindings unused: any read-only buffers fill them
+            table, token, stride = gates, state, 0
+        else:
+            weight, token = input_gates
+            if weight.kind != "F32" or weight.k != 4 * hidden:
+                raise ValueError(f"lstm_cell: input gates {weight.name} ({weight.kind}, width {weight.k}) "
+                                 f"for {hidden} cells: an F32 table of width {4 * hidden} is needed")
+            table, stride = weight.data, weight.k_pad
+        self.run(LSTM_CELL, [gates, state, c, h, table, token], [hidden, stride], grid(-(-hidden // THREADS)),
+                 INPUT_GATES=input_gates is not None)
