@@ -111,7 +111,38 @@ fn main(
         var s1 = vec2<f32>(0.0);
         var s2 = vec2<f32>(0.0);
         var s3 = vec2<f32>(0.0);
-        for (var c = 0u; c < QUADS; c++) {
+        // Four quads a pass, then the rest one by one: drivers don't unroll naga's loops, and a pass
+        // per quad spent as much on the loop as on the products. The sums keep their order.
+        var c = 0u;
+        for (; c + 3u < QUADS; c += 4u) {
+            var k_lo: vec4<f32>;
+            var k_hi: vec4<f32>;
+            k_lo = k_tile[tx * K_STRIDE + c + 0u];
+            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 0u];
+            s0 += scores(q_tile[r0 * QUADS + c + 0u], k_lo, k_hi);
+            s1 += scores(q_tile[r1 * QUADS + c + 0u], k_lo, k_hi);
+            s2 += scores(q_tile[r2 * QUADS + c + 0u], k_lo, k_hi);
+            s3 += scores(q_tile[r3 * QUADS + c + 0u], k_lo, k_hi);
+            k_lo = k_tile[tx * K_STRIDE + c + 1u];
+            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 1u];
+            s0 += scores(q_tile[r0 * QUADS + c + 1u], k_lo, k_hi);
+            s1 += scores(q_tile[r1 * QUADS + c + 1u], k_lo, k_hi);
+            s2 += scores(q_tile[r2 * QUADS + c + 1u], k_lo, k_hi);
+            s3 += scores(q_tile[r3 * QUADS + c + 1u], k_lo, k_hi);
+            k_lo = k_tile[tx * K_STRIDE + c + 2u];
+            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 2u];
+            s0 += scores(q_tile[r0 * QUADS + c + 2u], k_lo, k_hi);
+            s1 += scores(q_tile[r1 * QUADS + c + 2u], k_lo, k_hi);
+            s2 += scores(q_tile[r2 * QUADS + c + 2u], k_lo, k_hi);
+            s3 += scores(q_tile[r3 * QUADS + c + 2u], k_lo, k_hi);
+            k_lo = k_tile[tx * K_STRIDE + c + 3u];
+            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 3u];
+            s0 += scores(q_tile[r0 * QUADS + c + 3u], k_lo, k_hi);
+            s1 += scores(q_tile[r1 * QUADS + c + 3u], k_lo, k_hi);
+            s2 += scores(q_tile[r2 * QUADS + c + 3u], k_lo, k_hi);
+            s3 += scores(q_tile[r3 * QUADS + c + 3u], k_lo, k_hi);
+        }
+        for (; c < QUADS; c++) {
             let k_lo = k_tile[tx * K_STRIDE + c];
             let k_hi = k_tile[(tx + 16u) * K_STRIDE + c];
             s0 += scores(q_tile[r0 * QUADS + c], k_lo, k_hi);
@@ -143,15 +174,39 @@ fn main(
             var b1 = vec4<f32>(0.0);
             var b2 = vec4<f32>(0.0);
             var b3 = vec4<f32>(0.0);
-            for (var i = 0u; i < PQ; i++) {
-                let va = v_tile[(4u * i) * QUADS + tx];
-                let vb = v_tile[(4u * i + 1u) * QUADS + tx];
-                let vc = v_tile[(4u * i + 2u) * QUADS + tx];
-                let vd = v_tile[(4u * i + 3u) * QUADS + tx];
-                let p0 = p_tile[r0 * PQ + i]; // p of keys 4i .. 4i + 3
-                let p1 = p_tile[r1 * PQ + i];
-                let p2 = p_tile[r2 * PQ + i];
-                let p3 = p_tile[r3 * PQ + i];
+            for (var i = 0u; i < PQ; i += 2u) {  // two quads of keys a pass, for the same reason
+                var va: vec4<f32>;
+                var vb: vec4<f32>;
+                var vc: vec4<f32>;
+                var vd: vec4<f32>;
+                var p0: vec4<f32>;
+                var p1: vec4<f32>;
+                var p2: vec4<f32>;
+                var p3: vec4<f32>;
+                va = v_tile[(4u * i + 0u) * QUADS + tx];
+                vb = v_tile[(4u * i + 1u) * QUADS + tx];
+                vc = v_tile[(4u * i + 2u) * QUADS + tx];
+                vd = v_tile[(4u * i + 3u) * QUADS + tx];
+                p0 = p_tile[r0 * PQ + i + 0u]; // p of keys 4(i + 0) .. 4(i + 0) + 3
+                p1 = p_tile[r1 * PQ + i + 0u];
+                p2 = p_tile[r2 * PQ + i + 0u];
+                p3 = p_tile[r3 * PQ + i + 0u];
+                sum0 += p0;
+                sum1 += p1;
+                sum2 += p2;
+                sum3 += p3;
+                b0 += p0.x * va + p0.y * vb + p0.z * vc + p0.w * vd;
+                b1 += p1.x * va + p1.y * vb + p1.z * vc + p1.w * vd;
+                b2 += p2.x * va + p2.y * vb + p2.z * vc + p2.w * vd;
+                b3 += p3.x * va + p3.y * vb + p3.z * vc + p3.w * vd;
+                va = v_tile[(4u * i + 4u) * QUADS + tx];
+                vb = v_tile[(4u * i + 5u) * QUADS + tx];
+                vc = v_tile[(4u * i + 6u) * QUADS + tx];
+                vd = v_tile[(4u * i + 7u) * QUADS + tx];
+                p0 = p_tile[r0 * PQ + i + 1u]; // p of keys 4(i + 1) .. 4(i + 1) + 3
+                p1 = p_tile[r1 * PQ + i + 1u];
+                p2 = p_tile[r2 * PQ + i + 1u];
+                p3 = p_tile[r3 * PQ + i + 1u];
                 sum0 += p0;
                 sum1 += p1;
                 sum2 += p2;
