@@ -5,54 +5,143 @@ unsupported file fails with one ``ModelFileError`` that names the file and the p
 in a mapping: ``tensor()`` gives the raw GGUF blocks for a backend to upload, ``array()`` a
 dequantized float32 copy for small tensors.
 
-The mapping is of a private copy of the file (``private_copy``), not of the file: a file that is cut
+The mapping is of a private copy of the file (``PrivateCopy``), not of the file: a file that is cut
 short while a process maps it (a ``cp`` over an installed model truncates it first) makes every later
 read of the pages past its new end a SIGBUS, which kills the process. The numpy backend reads its
 weights, and the tokenizer its strings, from the mapping for as long as the model is loaded, so
-a change to the file must not reach them. The copy is made by the kernel (``sendfile``), checks that
-the whole file arrived, and its pages go as a backend lets them (``release``).
+a change to the file must not reach them. The copy is made by the kernel (``sendfile``) in file order:
+the header before it is read, the weights on a thread of its own while the model loads, so that a
+backend uploads the first weights while the last are still being copied. A weight is handed out once
+the copy has passed its end, a file that shrinks under the copy is a ``ModelFileError`` for whatever
+asks for the bytes it lost, and the copy's pages go as a backend lets them (``release``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
+import threading
+import weakref
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from sayso.engine.errors import ModelFileError
-from sayso.engine.gguf.header import HeaderError, TensorInfo, read_header
+from sayso.engine.gguf.header import Header, HeaderError, TensorInfo, read_header
 from sayso.engine.gguf.q8_0 import Q8_0_BLOCK_BYTES, q8_0_values
 from sayso.engine.ops import WeightSource
 
 _DTYPES = {"F32": np.float32, "F16": np.float16}
 """numpy dtype of the unquantized types; a quantized tensor is given as its raw bytes (uint8)."""
 
+FIRST_COPY = 8 * 2**20
+"""Bytes copied before the header is read, room for a model's vocabulary: each of them delays the load,
+and a header that doesn't end inside them waits for the whole file."""
 
-def private_copy(f, path: Path) -> tuple[mmap.mmap, int]:
-    """The bytes of open file ``f`` in memory of this process's own (a ``memfd``), mapped, and the
-    ``madvise`` advice that frees the mapping's pages; a ``ModelFileError`` if the file shrinks while
-    it is copied. Where there is no ``memfd_create`` (macOS; Windows refuses to truncate a mapped
-    file) the file itself is mapped."""
-    size = os.fstat(f.fileno()).st_size
-    if not hasattr(os, "memfd_create"):
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), getattr(mmap, "MADV_DONTNEED", 0)
-    copy = os.memfd_create(path.name, os.MFD_CLOEXEC)
-    try:
-        copied = 0
-        while copied < size:  # the kernel copies page cache to page cache: no pass through Python
-            sent = os.sendfile(copy, f.fileno(), copied, size - copied)
-            if sent == 0:
-                now = os.fstat(f.fileno()).st_size
-                raise ModelFileError(path, f"changed while it was being read (it was {size} bytes, is {now} now)",
-                                     "Wait until whatever writes it has finished, then load it again.")
-            copied += sent
-        mapping = mmap.mmap(copy, size, access=mmap.ACCESS_WRITE)
-    finally:
-        os.close(copy)  # the mapping keeps the copy
-    return mapping, mmap.MADV_REMOVE  # frees a memfd's pages; MADV_DONTNEED would only unmap them
+COPY_CHUNK = 16 * 2**20
+"""Bytes the background copy moves at a time: a weight that waits for the copy goes on once the chunk
+that holds its end is there."""
+
+_CHANGED = "Wait until whatever writes it has finished, then load it again."
+
+
+class PrivateCopy:
+    """The bytes of open file ``f`` in memory of this process's own (a ``memfd``), mapped whole
+    (``map``) from the start and filled in file order: ``fill`` copies up to a byte on the calling
+    thread, ``start`` the rest on a thread of its own, and ``wait`` returns once the bytes up to a
+    byte are there, or raises the ``ModelFileError`` that stopped the copy short of them (the file
+    shrank). Until the copy has passed a page it is a hole, which nothing may read for the file's
+    bytes. ``release_advice`` is the ``madvise`` advice that frees the mapping's pages. Where there is
+    no ``memfd_create`` (macOS; Windows refuses to truncate a mapped file) the file itself is mapped,
+    whole from the start."""
+
+    def __init__(self, f, path: Path):
+        self.path = path
+        self._fds: list[int] = []  # the file and the memfd, the copy's own: they outlive ``f``
+        self._thread: threading.Thread | None = None
+        self._progress = threading.Condition()  # notified as ``copied`` grows and when the copy ends
+        self._ended = False
+        self._error: tuple[str, ...] | None = None  # why the copy ended short: ModelFileError's problem, hint
+        self._stopped = False
+        if not hasattr(os, "memfd_create"):
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.size = self.copied = len(self.map)
+            self.release_advice = getattr(mmap, "MADV_DONTNEED", 0)
+            return
+        self.size = os.fstat(f.fileno()).st_size
+        self.copied = 0  # the mapping holds the file's bytes up to here
+        self.release_advice = mmap.MADV_REMOVE  # frees a memfd's pages; MADV_DONTNEED would only unmap them
+        try:
+            self._fds += [os.dup(f.fileno()), os.memfd_create(path.name, os.MFD_CLOEXEC)]
+            os.ftruncate(self._fds[1], self.size)
+            self.map = mmap.mmap(self._fds[1], self.size, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            self._close_fds()
+            raise
+
+    def fill(self, end: int) -> None:
+        """Copy the bytes up to ``end`` now, on this thread (the header, before ``start``)."""
+        self._send(end)
+        if self._error:
+            raise ModelFileError(self.path, *self._error)
+
+    def start(self) -> None:
+        """Copy the rest on a thread of its own, which closes the copy's files when it is done."""
+        if self.copied < self.size:
+            self._thread = threading.Thread(target=self._copy_rest, name=f"copy of {self.path.name}", daemon=True)
+            self._thread.start()
+        else:
+            self._close_fds()
+
+    def wait(self, end: int) -> None:
+        """Return once the bytes up to ``end`` are in the mapping; the ``ModelFileError`` that ended the
+        copy short of them if they never will be."""
+        if self.copied >= end:
+            return
+        with self._progress:
+            while self.copied < end and not self._ended:
+                self._progress.wait()
+        if self.copied < end:
+            raise ModelFileError(self.path, *(self._error or ("can't be read (its copy ended early)",)))
+
+    def stop(self) -> None:
+        """End the copy after its current chunk: nothing will read the rest (the load failed, or its
+        ``ModelFile`` is gone)."""
+        self._stopped = True
+        if self._thread is None:
+            self._close_fds()
+
+    def _send(self, end: int, chunk: int | None = None) -> None:
+        """Copy up to ``end`` (``chunk`` bytes at a time, telling ``wait`` after each); on a failure,
+        say why in ``_error``."""
+        try:
+            while self.copied < end and not self._stopped:  # page cache to page cache: no pass through Python
+                sent = os.sendfile(self._fds[1], self._fds[0], self.copied, min(end - self.copied, chunk or end))
+                if sent == 0:
+                    now = os.fstat(self._fds[0]).st_size
+                    problem = f"changed while it was being read (it was {self.size} bytes, is {now} now)"
+                    self._error = (problem, _CHANGED)
+                    return
+                with self._progress:
+                    self.copied += sent  # sendfile writes at the memfd's own position, which moves on with it
+                    self._progress.notify_all()
+        except OSError as e:
+            self._error = (f"can't be read ({e.strerror or e})",)
+
+    def _copy_rest(self) -> None:
+        try:
+            self._send(self.size, COPY_CHUNK)
+        finally:
+            self._close_fds()
+            with self._progress:
+                self._ended = True
+                self._progress.notify_all()
+
+    def _close_fds(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
 
 
 class ModelFile:
@@ -68,14 +157,18 @@ class ModelFile:
         self._check_is_file()
         try:
             with open(self.path, "rb") as f:
-                self._map, self._release_advice = private_copy(f, self.path)  # lives as long as the weights
+                self._copy = PrivateCopy(f, self.path)  # its mapping lives as long as the weights
         except (OSError, ValueError) as e:  # ValueError: the file shrank to nothing since the check
             raise ModelFileError(self.path, f"can't be read ({getattr(e, 'strerror', None) or e})") from None
+        self._map, self._release_advice = self._copy.map, self._copy.release_advice
         try:
-            header = read_header(self._map)
-        except HeaderError as e:
+            header = self._read_header()
+        except ModelFileError:
+            self._copy.stop()
             self._map.close()
-            raise ModelFileError(self.path, str(e)) from None
+            raise
+        self._copy.start()
+        weakref.finalize(self, self._copy.stop)
         self.version = header.version
         self.metadata: dict[str, object] = header.metadata
         self._types = header.types
@@ -83,6 +176,25 @@ class ModelFile:
         self._tensors: dict[str, TensorInfo] = {t.name: t for t in header.tensors}
         self._handed_out: dict[str, int] = {}  # how many times ``tensor`` gave each tensor
         self._freed: list[tuple[int, int]] = []  # byte ranges of the private copy let go, to read again
+
+    def _read_header(self) -> Header:
+        """Walk the header as soon as the copy holds its first ``FIRST_COPY`` bytes. A walk reads nothing
+        past where it ends, so one that ends inside them is the file's own. One that doesn't (a longer
+        header, a broken file) may have read holes past them, zeros taken for the file's bytes: it is
+        walked again once the whole file is copied. The rest is copied on a thread of its own only
+        after the walk (``start``), so nothing writes what a walk reads."""
+        copy = self._copy
+        copy.fill(min(FIRST_COPY, copy.size))
+        try:
+            if copy.copied < copy.size:
+                with contextlib.suppress(HeaderError):
+                    header = read_header(self._map)
+                    if header.data_offset <= copy.copied:
+                        return header
+                copy.fill(copy.size)
+            return read_header(self._map)
+        except HeaderError as e:
+            raise ModelFileError(self.path, str(e)) from None
 
     def _check_is_file(self) -> None:
         if not self.path.exists():
@@ -133,7 +245,8 @@ class ModelFile:
         return tuple(reversed(t.ne))
 
     def tensor(self, name: str) -> WeightSource:
-        """The tensor's raw GGUF data, memory-mapped, with its logical numpy shape.
+        """The tensor's raw GGUF data, memory-mapped, with its logical numpy shape, once the copy holds
+        it (a ``ModelFileError`` if the file shrank before the copy reached its end).
 
         The shape is the reverse of ggml's ``ne`` (``[N, K]`` for a linear weight). ``data`` is
         float32/float16 in that shape, or for Q8_0 uint8 ``[..., K/32*34]`` (per row of 32 values:
@@ -144,6 +257,7 @@ class ModelFile:
             raise ModelFileError(self.path, f"tensor '{name}' is missing")
         shape = tuple(reversed(t.ne))
         offset = self._data_offset + t.offset
+        self._copy.wait(offset + t.nbytes)
         self._read_again(offset, offset + t.nbytes)
         self._handed_out[name] = self._handed_out.get(name, 0) + 1
         raw = np.frombuffer(self._map, np.uint8, t.nbytes, offset)

@@ -3,8 +3,11 @@ clear ModelFileError (never a traceback from inside gguf) for every kind of brok
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import struct
+import threading
 from pathlib import Path
 
 import gguf
@@ -12,6 +15,8 @@ import numpy as np
 import pytest
 
 from sayso.engine.errors import ModelFileError
+from sayso.engine.gguf import reader
+from sayso.engine.gguf.header import read_header
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.gguf.writer import Meta, TensorOut, write_gguf
 
@@ -134,13 +139,130 @@ def test_a_model_is_read_from_a_private_copy_that_released_weights_leave():
     backend that asks for the weight later (the CPU after a GPU failed) reads it from the file again."""
     before = shared_memory_kb()
     model = ModelFile(REFERENCE)
-    assert shared_memory_kb() - before > 0.9 * REFERENCE.stat().st_size / 1024  # the whole file
+    model.tensor(model.names[-1])  # the file's last bytes: the copy is whole once it gives them
+    assert shared_memory_kb() - before > 0.9 * REFERENCE.stat().st_size / 1024
     embd = model.tensor("dec.token_embd.weight")  # 21 MB
     values = np.array(embd.data)
     copied = shared_memory_kb()
     embd.release()
     assert copied - shared_memory_kb() > 20000
     np.testing.assert_array_equal(model.tensor("dec.token_embd.weight").data, values)
+
+
+class HeldCopy:
+    """``os.sendfile`` for the copy's thread held until ``go()``: what the load does before the
+    background copy has moved a byte, and how far the copy got (``sent``)."""
+
+    def __init__(self, monkeypatch, cut: tuple[Path, int] | None = None):
+        self.opened, self.sent, self.cut = threading.Event(), [], cut
+        sendfile = os.sendfile
+
+        def held(out_fd, in_fd, offset, count):
+            if threading.current_thread() is not threading.main_thread():
+                assert self.opened.wait(30)
+                if self.cut:  # what `cp other.gguf model.gguf` does first (the same cut each time)
+                    os.truncate(*self.cut)
+            sent = sendfile(out_fd, in_fd, offset, count)
+            if threading.current_thread() is not threading.main_thread():
+                self.sent.append(sent)
+            return sent
+
+        monkeypatch.setattr(os, "sendfile", held)
+
+    def go(self) -> None:
+        self.opened.set()
+
+
+def copy_threads(path: Path) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"copy of {path.name}"]
+
+
+def test_weights_are_the_files_bytes_while_the_copy_goes_on_behind_the_load(tmp_path, monkeypatch):
+    """The load reads the header as soon as the copy holds it and goes on while the rest is copied on
+    a thread of its own; each weight comes once the copy has passed it, as the file's bytes, and the
+    thread ends with the copy."""
+    path = tmp_path / "behind.gguf"
+    data = REFERENCE.read_bytes()
+    path.write_bytes(data)
+    monkeypatch.setattr(reader, "COPY_CHUNK", 256 * 1024)
+    header = read_header(data)
+    held = HeldCopy(monkeypatch)
+    model = ModelFile(path)
+    assert held.sent == [] and model.metadata == header.metadata  # nothing copied in the background yet
+    held.go()
+    for t in header.tensors:
+        start = header.data_offset + t.offset
+        assert np.asarray(model.tensor(t.name).data).tobytes() == data[start : start + t.nbytes], t.name
+    [thread] = copy_threads(path)
+    thread.join(10)
+    assert not thread.is_alive() and sum(held.sent) == len(data) - reader.FIRST_COPY
+
+
+def test_a_header_longer_than_the_first_part_copied_waits_for_the_whole_file(tmp_path, monkeypatch):
+    path = tmp_path / "longer-header.gguf"
+    data = REFERENCE.read_bytes()
+    path.write_bytes(data)
+    monkeypatch.setattr(reader, "FIRST_COPY", 64 * 1024)  # inside the vocabulary
+    header = read_header(data)
+    held = HeldCopy(monkeypatch)
+    model = ModelFile(path)
+    assert model.metadata == header.metadata and model.names == [t.name for t in header.tensors]
+    last = header.tensors[-1]
+    start = header.data_offset + last.offset
+    assert np.asarray(model.tensor(last.name).data).tobytes() == data[start : start + last.nbytes]
+    assert held.sent == [] and copy_threads(path) == []
+
+
+def test_a_file_cut_short_while_its_weights_are_copied_fails_for_the_weights_it_lost(tmp_path, monkeypatch):
+    """A file cut short once the load has read its header: the weights the copy got before the cut are
+    the file's, each later one a clear ModelFileError (not zeros, not a SIGBUS), every time it is
+    asked for."""
+    path = tmp_path / "cut-while-copied.gguf"
+    data = REFERENCE.read_bytes()
+    path.write_bytes(data)
+    monkeypatch.setattr(reader, "COPY_CHUNK", 1 << 20)
+    header = read_header(data)
+    middle = header.tensors[len(header.tensors) // 2]
+    cut = header.data_offset + middle.offset + middle.nbytes // 2
+    held = HeldCopy(monkeypatch, cut=(path, cut))
+    model = ModelFile(path)
+    held.go()
+    lost = []
+    for t in header.tensors * 2:
+        start = header.data_offset + t.offset
+        if start + t.nbytes <= cut:
+            assert np.asarray(model.tensor(t.name).data).tobytes() == data[start : start + t.nbytes], t.name
+            continue
+        with pytest.raises(ModelFileError, match="changed while it was being read") as error:
+            model.array(t.name) if t.nbytes < 4096 else model.tensor(t.name)
+        assert f"it was {len(data)} bytes, is {cut} now" in str(error.value) and str(path) in str(error.value)
+        lost.append(t.name)
+    assert middle.name in lost and len(lost) == 2 * (len(header.tensors) - header.tensors.index(middle))
+
+
+def test_a_model_dropped_while_it_is_copied_ends_the_copy(tmp_path, monkeypatch):
+    """A model let go before its copy is done (the user picked another): the copy stops after the part
+    it is moving and closes its files."""
+    path = tmp_path / "dropped.gguf"
+    path.write_bytes(REFERENCE.read_bytes())
+    monkeypatch.setattr(reader, "COPY_CHUNK", 1 << 20)
+    held = HeldCopy(monkeypatch)
+    model = ModelFile(path)
+    [thread] = copy_threads(path)
+    del model
+    held.go()
+    thread.join(10)
+    assert not thread.is_alive() and len(held.sent) == 1
+    assert not [target for target in open_files() if path.name in target]  # the file and the memfd
+
+
+def open_files() -> list[str]:
+    """What this process's file descriptors stand for (a path, ``/memfd:name (deleted)``)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return targets
 
 
 def test_a_weight_handed_out_twice_is_never_released():

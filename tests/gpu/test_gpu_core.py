@@ -406,7 +406,7 @@ def resident_kib_of_memfd(name: str) -> int:
 
 @pytest.mark.parametrize("family", ["parakeet-tdt-v3", "gigaam-v3-rnnt", "gigaam-v3-ctc"])
 def test_a_model_on_the_gpu_lets_its_weights_pages_go(family, tmp_path):
-    """The model file's private copy (``engine.gguf.reader.private_copy``) keeps only what the host
+    """The model file's private copy (``engine.gguf.reader.PrivateCopy``) keeps only what the host
     still reads once the weights are on the GPU: their pages go as they are copied, conformer
     weights (flattened, sliced, stacked or folded at load) as much as any, and what is computed from a
     weight at load is computed before it goes (the same text on both backends). The numpy backend,
