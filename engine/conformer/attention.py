@@ -12,7 +12,8 @@ How the relative-position term is computed: the position projections ``P = linea
 for the longest length L it has seen (rounded up to ``SPAN_STEP`` frames) and keeps them: a shorter
 sequence reads the middle rows. The query projection's bias includes u, so the position term
 ``(q_i + u)·P_h + (v - u)·P_h`` is the projected query against P plus a bias that does not depend on
-the audio, made from the same sinusoids by a [H, d] weight folded at load (``Wpos_hᵀ (v - u)_h``). One
+the audio, made from P with the rest of the tables: P times a block-diagonal [H, d] weight holding each
+head's ``(v - u)_h``, so ``Wpos`` is never dequantized on the host. One
 ``relative_attention`` over all heads takes that term inside its walk over the keys, so no
 [H, T, 2T-1] table of position scores is ever held, and keeps to a local-attention window there.
 """
@@ -23,7 +24,7 @@ import math
 
 import numpy as np
 
-from sayso.engine.conformer.weights import Linear, dequantized, linear, matrix_source
+from sayso.engine.conformer.weights import Linear, linear, matrix_source
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.ops import Ops, Tensor, WeightSource
 
@@ -63,13 +64,13 @@ class RelPositionAttention:
         self.scale = 1.0 / math.sqrt(dh)
         u = model_file.array(f"{prefix}.pos_bias_u").reshape(n_heads, dh)
         v = model_file.array(f"{prefix}.pos_bias_v").reshape(n_heads, dh)
-        position = matrix_source(model_file, f"{prefix}.linear_pos.weight")
-        # The bias (v - u)_h·P_h, scaled, is sinusoids · (scale · Wpos_hᵀ (v - u)_h): one [H, d] weight,
-        # folded before Wpos goes to the backend, which may let its pages in the file go.
-        by_head = dequantized(position).reshape(n_heads, dh, d)
-        folded = (np.einsum("hcd,hc->hd", by_head, v - u) * self.scale).astype(np.float32)
-        self.position = ops.weight(position)  # [d, d]: P = sinusoids · Wposᵀ
-        self.position_bias = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", folded.shape, folded))
+        self.position = ops.weight(matrix_source(model_file, f"{prefix}.linear_pos.weight"))  # P = sinusoids · Wposᵀ
+        # The bias scale · (v - u)_h·P_h of every head at once: P · Bᵀ, B [H, d] zero outside head h's
+        # columns of row h.
+        heads = np.zeros((n_heads, n_heads, dh), np.float32)
+        heads[np.arange(n_heads), np.arange(n_heads)] = (v - u) * self.scale
+        shape = (n_heads, d)
+        self.head_sums = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", shape, heads.reshape(shape)))
         q_bias = model_file.array(f"{prefix}.linear_q.bias") if model_file.has(f"{prefix}.linear_q.bias") else 0
         self.q = Linear(ops.weight(query), ops.tensor(q_bias + u.reshape(-1)))
         self.k, self.v, self.out = (linear(model_file, ops, f"{prefix}.{name}")
@@ -90,7 +91,8 @@ class RelPositionAttention:
         if self._positions is None or self._positions[0] < t:
             span = -(-t // SPAN_STEP) * SPAN_STEP
             sinusoids = ops.tensor(relative_sinusoids(span, self.position.shape[1]))
-            self._positions = (span, ops.gemm(sinusoids, self.position), ops.gemm(sinusoids, self.position_bias))
+            positions = ops.gemm(sinusoids, self.position)
+            self._positions = (span, positions, ops.gemm(positions, self.head_sums))
         return self._positions[1:]
 
 

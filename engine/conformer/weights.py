@@ -47,13 +47,6 @@ def stacked(name: str, parts: list[WeightSource]) -> WeightSource:
     return WeightSource(name, parts[0].ggml_type, (sum(p.shape[0] for p in parts), parts[0].shape[1]), data)
 
 
-def dequantized(source: WeightSource) -> np.ndarray:
-    """float32 [N, K] values of a 2-D weight in a native type."""
-    from sayso.engine.cpu.ops import dequantize
-
-    return dequantize(source)
-
-
 def linear(model_file: ModelFile, ops: Ops, prefix: str) -> Linear:
     """``prefix.weight`` (any rank, flattened to [N, K]) and ``prefix.bias`` when the file has it."""
     return Linear(ops.weight(matrix_source(model_file, f"{prefix}.weight")),

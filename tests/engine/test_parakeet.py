@@ -18,8 +18,9 @@ from gguf.quants import quantize
 
 from sayso.app.cli import main as sayso
 from sayso.engine.audio import load_audio
-from sayso.engine.conformer.weights import dequantized, row_slice, stacked
+from sayso.engine.conformer.weights import row_slice, stacked
 from sayso.engine.convert.random_model import random_layout, write_random_model
+from sayso.engine.cpu.ops import dequantize as dequantized
 from sayso.engine.engine import Engine
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
