@@ -55,6 +55,49 @@ fn scores(qa: vec4<f32>, k_lo: vec4<f32>, k_hi: vec4<f32>) -> vec2<f32> {
     return vec2<f32>(dot(qa, k_lo), dot(qa, k_hi));
 }
 
+// A thread's scores: rows r0 .. r3 against keys tx (x) and tx + 16 (y).
+struct RowScores {
+    r0: vec2<f32>,
+    r1: vec2<f32>,
+    r2: vec2<f32>,
+    r3: vec2<f32>,
+}
+
+// One quad of the head's dims: the four rows' quads against the two keys' quads. The loop passes
+// call it with the tiles' values, read in `main`: naga can't compile a helper that indexes them.
+fn score_quad(s: ptr<function, RowScores>, q0: vec4<f32>, q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>,
+              k_lo: vec4<f32>, k_hi: vec4<f32>) {
+    (*s).r0 += scores(q0, k_lo, k_hi);
+    (*s).r1 += scores(q1, k_lo, k_hi);
+    (*s).r2 += scores(q2, k_lo, k_hi);
+    (*s).r3 += scores(q3, k_lo, k_hi);
+}
+
+// What a thread of output quad tx sums over a key block: each row's p (sum) and p-weighted V (b).
+struct RowSums {
+    sum0: vec4<f32>,
+    sum1: vec4<f32>,
+    sum2: vec4<f32>,
+    sum3: vec4<f32>,
+    b0: vec4<f32>,
+    b1: vec4<f32>,
+    b2: vec4<f32>,
+    b3: vec4<f32>,
+}
+
+// Four keys: the rows' p of them (p0 .. p3, one key a component) and the keys' V quads (va .. vd).
+fn weigh_keys(w: ptr<function, RowSums>, p0: vec4<f32>, p1: vec4<f32>, p2: vec4<f32>, p3: vec4<f32>,
+              va: vec4<f32>, vb: vec4<f32>, vc: vec4<f32>, vd: vec4<f32>) {
+    (*w).sum0 += p0;
+    (*w).sum1 += p1;
+    (*w).sum2 += p2;
+    (*w).sum3 += p3;
+    (*w).b0 += p0.x * va + p0.y * vb + p0.z * vc + p0.w * vd;
+    (*w).b1 += p1.x * va + p1.y * vb + p1.z * vc + p1.w * vd;
+    (*w).b2 += p2.x * va + p2.y * vb + p2.z * vc + p2.w * vd;
+    (*w).b3 += p3.x * va + p3.y * vb + p3.z * vc + p3.w * vd;
+}
+
 @compute @workgroup_size(THREADS)
 fn main(
     @builtin(local_invocation_index) tid: u32,
@@ -86,6 +129,16 @@ fn main(
     let r1 = ty + 16u;
     let r2 = ty + 32u;
     let r3 = ty + 48u;
+    let qa = r0 * QUADS; // the rows' first quads in q_tile, the keys' in k_tile, the rows' p in p_tile
+    let qb = r1 * QUADS;
+    let qc = r2 * QUADS;
+    let qd = r3 * QUADS;
+    let ka = tx * K_STRIDE;
+    let kb16 = (tx + 16u) * K_STRIDE;
+    let pa = r0 * PQ;
+    let pb = r1 * PQ;
+    let pc = r2 * PQ;
+    let pd = r3 * PQ;
     let lo = tx / 4u; // keys tx and tx + 16 in a row: [lo][comp] and [lo + 4][comp]
     let comp = tx % 4u;
 
@@ -107,54 +160,32 @@ fn main(
         }
         workgroupBarrier();
 
-        var s0 = vec2<f32>(0.0); // row r0, keys tx (x) and tx + 16 (y)
-        var s1 = vec2<f32>(0.0);
-        var s2 = vec2<f32>(0.0);
-        var s3 = vec2<f32>(0.0);
+        var s = RowScores();
         // Four quads a pass, then the rest one by one: drivers don't unroll naga's loops, and a pass
         // per quad spent as much on the loop as on the products. The sums keep their order.
         var c = 0u;
         for (; c + 3u < QUADS; c += 4u) {
-            var k_lo: vec4<f32>;
-            var k_hi: vec4<f32>;
-            k_lo = k_tile[tx * K_STRIDE + c + 0u];
-            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 0u];
-            s0 += scores(q_tile[r0 * QUADS + c + 0u], k_lo, k_hi);
-            s1 += scores(q_tile[r1 * QUADS + c + 0u], k_lo, k_hi);
-            s2 += scores(q_tile[r2 * QUADS + c + 0u], k_lo, k_hi);
-            s3 += scores(q_tile[r3 * QUADS + c + 0u], k_lo, k_hi);
-            k_lo = k_tile[tx * K_STRIDE + c + 1u];
-            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 1u];
-            s0 += scores(q_tile[r0 * QUADS + c + 1u], k_lo, k_hi);
-            s1 += scores(q_tile[r1 * QUADS + c + 1u], k_lo, k_hi);
-            s2 += scores(q_tile[r2 * QUADS + c + 1u], k_lo, k_hi);
-            s3 += scores(q_tile[r3 * QUADS + c + 1u], k_lo, k_hi);
-            k_lo = k_tile[tx * K_STRIDE + c + 2u];
-            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 2u];
-            s0 += scores(q_tile[r0 * QUADS + c + 2u], k_lo, k_hi);
-            s1 += scores(q_tile[r1 * QUADS + c + 2u], k_lo, k_hi);
-            s2 += scores(q_tile[r2 * QUADS + c + 2u], k_lo, k_hi);
-            s3 += scores(q_tile[r3 * QUADS + c + 2u], k_lo, k_hi);
-            k_lo = k_tile[tx * K_STRIDE + c + 3u];
-            k_hi = k_tile[(tx + 16u) * K_STRIDE + c + 3u];
-            s0 += scores(q_tile[r0 * QUADS + c + 3u], k_lo, k_hi);
-            s1 += scores(q_tile[r1 * QUADS + c + 3u], k_lo, k_hi);
-            s2 += scores(q_tile[r2 * QUADS + c + 3u], k_lo, k_hi);
-            s3 += scores(q_tile[r3 * QUADS + c + 3u], k_lo, k_hi);
+            let c1 = c + 1u;
+            let c2 = c + 2u;
+            let c3 = c + 3u;
+            score_quad(&s, q_tile[qa + c], q_tile[qb + c], q_tile[qc + c], q_tile[qd + c],
+                       k_tile[ka + c], k_tile[kb16 + c]);
+            score_quad(&s, q_tile[qa + c1], q_tile[qb + c1], q_tile[qc + c1], q_tile[qd + c1],
+                       k_tile[ka + c1], k_tile[kb16 + c1]);
+            score_quad(&s, q_tile[qa + c2], q_tile[qb + c2], q_tile[qc + c2], q_tile[qd + c2],
+                       k_tile[ka + c2], k_tile[kb16 + c2]);
+            score_quad(&s, q_tile[qa + c3], q_tile[qb + c3], q_tile[qc + c3], q_tile[qd + c3],
+                       k_tile[ka + c3], k_tile[kb16 + c3]);
         }
         for (; c < QUADS; c++) {
-            let k_lo = k_tile[tx * K_STRIDE + c];
-            let k_hi = k_tile[(tx + 16u) * K_STRIDE + c];
-            s0 += scores(q_tile[r0 * QUADS + c], k_lo, k_hi);
-            s1 += scores(q_tile[r1 * QUADS + c], k_lo, k_hi);
-            s2 += scores(q_tile[r2 * QUADS + c], k_lo, k_hi);
-            s3 += scores(q_tile[r3 * QUADS + c], k_lo, k_hi);
+            score_quad(&s, q_tile[qa + c], q_tile[qb + c], q_tile[qc + c], q_tile[qd + c],
+                       k_tile[ka + c], k_tile[kb16 + c]);
         }
         let valid = vec2<bool>(kb + tx < p.tk, kb + tx + 16u < p.tk);
-        s0 = select(vec2<f32>(NEG), s0 * p.scale, valid);
-        s1 = select(vec2<f32>(NEG), s1 * p.scale, valid);
-        s2 = select(vec2<f32>(NEG), s2 * p.scale, valid);
-        s3 = select(vec2<f32>(NEG), s3 * p.scale, valid);
+        let s0 = select(vec2<f32>(NEG), s.r0 * p.scale, valid);
+        let s1 = select(vec2<f32>(NEG), s.r1 * p.scale, valid);
+        let s2 = select(vec2<f32>(NEG), s.r2 * p.scale, valid);
+        let s3 = select(vec2<f32>(NEG), s.r3 * p.scale, valid);
         // no barrier: the row max comes from the row group's lanes, in registers
         let m_new = max(m, vec4<f32>(row_max(s0), row_max(s1), row_max(s2), row_max(s3)));
         let correction = exp(m - m_new);
@@ -166,61 +197,21 @@ fn main(
         workgroupBarrier(); // p written (and K no longer read)
 
         if (tx < QUADS) {
-            var sum0 = vec4<f32>(0.0);
-            var sum1 = vec4<f32>(0.0);
-            var sum2 = vec4<f32>(0.0);
-            var sum3 = vec4<f32>(0.0);
-            var b0 = vec4<f32>(0.0);
-            var b1 = vec4<f32>(0.0);
-            var b2 = vec4<f32>(0.0);
-            var b3 = vec4<f32>(0.0);
+            var w = RowSums();
             for (var i = 0u; i < PQ; i += 2u) {  // two quads of keys a pass, for the same reason
-                var va: vec4<f32>;
-                var vb: vec4<f32>;
-                var vc: vec4<f32>;
-                var vd: vec4<f32>;
-                var p0: vec4<f32>;
-                var p1: vec4<f32>;
-                var p2: vec4<f32>;
-                var p3: vec4<f32>;
-                va = v_tile[(4u * i + 0u) * QUADS + tx];
-                vb = v_tile[(4u * i + 1u) * QUADS + tx];
-                vc = v_tile[(4u * i + 2u) * QUADS + tx];
-                vd = v_tile[(4u * i + 3u) * QUADS + tx];
-                p0 = p_tile[r0 * PQ + i + 0u]; // p of keys 4(i + 0) .. 4(i + 0) + 3
-                p1 = p_tile[r1 * PQ + i + 0u];
-                p2 = p_tile[r2 * PQ + i + 0u];
-                p3 = p_tile[r3 * PQ + i + 0u];
-                sum0 += p0;
-                sum1 += p1;
-                sum2 += p2;
-                sum3 += p3;
-                b0 += p0.x * va + p0.y * vb + p0.z * vc + p0.w * vd;
-                b1 += p1.x * va + p1.y * vb + p1.z * vc + p1.w * vd;
-                b2 += p2.x * va + p2.y * vb + p2.z * vc + p2.w * vd;
-                b3 += p3.x * va + p3.y * vb + p3.z * vc + p3.w * vd;
-                va = v_tile[(4u * i + 4u) * QUADS + tx];
-                vb = v_tile[(4u * i + 5u) * QUADS + tx];
-                vc = v_tile[(4u * i + 6u) * QUADS + tx];
-                vd = v_tile[(4u * i + 7u) * QUADS + tx];
-                p0 = p_tile[r0 * PQ + i + 1u]; // p of keys 4(i + 1) .. 4(i + 1) + 3
-                p1 = p_tile[r1 * PQ + i + 1u];
-                p2 = p_tile[r2 * PQ + i + 1u];
-                p3 = p_tile[r3 * PQ + i + 1u];
-                sum0 += p0;
-                sum1 += p1;
-                sum2 += p2;
-                sum3 += p3;
-                b0 += p0.x * va + p0.y * vb + p0.z * vc + p0.w * vd;
-                b1 += p1.x * va + p1.y * vb + p1.z * vc + p1.w * vd;
-                b2 += p2.x * va + p2.y * vb + p2.z * vc + p2.w * vd;
-                b3 += p3.x * va + p3.y * vb + p3.z * vc + p3.w * vd;
+                let i1 = i + 1u;
+                let va = 4u * i * QUADS + tx;  // V of key 4i, this thread's quad
+                let vb = va + 4u * QUADS;  // of key 4i + 4
+                weigh_keys(&w, p_tile[pa + i], p_tile[pb + i], p_tile[pc + i], p_tile[pd + i],
+                           v_tile[va], v_tile[va + QUADS], v_tile[va + 2u * QUADS], v_tile[va + 3u * QUADS]);
+                weigh_keys(&w, p_tile[pa + i1], p_tile[pb + i1], p_tile[pc + i1], p_tile[pd + i1],
+                           v_tile[vb], v_tile[vb + QUADS], v_tile[vb + 2u * QUADS], v_tile[vb + 3u * QUADS]);
             }
-            l = l * correction + vec4<f32>(sum4(sum0), sum4(sum1), sum4(sum2), sum4(sum3));
-            acc0 = acc0 * correction.x + b0;
-            acc1 = acc1 * correction.y + b1;
-            acc2 = acc2 * correction.z + b2;
-            acc3 = acc3 * correction.w + b3;
+            l = l * correction + vec4<f32>(sum4(w.sum0), sum4(w.sum1), sum4(w.sum2), sum4(w.sum3));
+            acc0 = acc0 * correction.x + w.b0;
+            acc1 = acc1 * correction.y + w.b1;
+            acc2 = acc2 * correction.z + w.b2;
+            acc3 = acc3 * correction.w + w.b3;
         }
     }
 
