@@ -70,7 +70,7 @@ class RelPositionAttention:
         heads = np.zeros((n_heads, n_heads, dh), np.float32)
         heads[np.arange(n_heads), np.arange(n_heads)] = (v - u) * self.scale
         shape = (n_heads, d)
-        self.head_sums = ops.weight(WeightSource(f"{prefix}.position_bias", "F32", shape, heads.reshape(shape)))
+        self.head_sums = ops.weight(WeightSource(f"{prefix}.head_sums", "F32", shape, heads.reshape(shape)))
         q_bias = model_file.array(f"{prefix}.linear_q.bias") if model_file.has(f"{prefix}.linear_q.bias") else 0
         self.q = Linear(ops.weight(query), ops.tensor(q_bias + u.reshape(-1)))
         self.k, self.v, self.out = (linear(model_file, ops, f"{prefix}.{name}")
