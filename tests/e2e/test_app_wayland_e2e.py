@@ -130,6 +130,10 @@ def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse,
         assert app.stop() == 0, "\n".join(app.log[-30:])
 
 
+ICON_TYPES = {"cur", "ico", "x-icon", "vnd.microsoft.icon"}
+"""Image subtypes whose bytes Qt writes a little differently each time it is asked (ICO and CUR)."""
+
+
 def test_a_paste_on_sway_gives_back_every_type_the_user_had_copied(sway, pulse, tmp_path):
     """The user copied in an app that offers several types at once (text, an image in many formats, a type
     of its own): after the dictation is pasted the clipboard offers the same types, each byte for byte
@@ -151,8 +155,10 @@ def test_a_paste_on_sway_gives_back_every_type_the_user_had_copied(sway, pulse, 
         copier = copied_in_a_wayland_app("sayso-wayland-copier", env)
         types = wl_paste("--list-types").decode().split()
         copied = {t: wl_paste("--no-newline", "--type", t) for t in types}
-        # Those of the same bytes in four reads: the ICO's and CUR's few varying bytes can match twice.
-        steady = [t for t in types if all(wl_paste("--no-newline", "--type", t) == copied[t] for _ in range(3))]
+        # Those of the same bytes in four reads, ICO and CUR left out by name: their few varying bytes can
+        # match four times and then differ.
+        steady = [t for t in types if t.split("/")[-1] not in ICON_TYPES
+                  and all(wl_paste("--no-newline", "--type", t) == copied[t] for _ in range(3))]
         assert len(types) > 3 and copied["text/plain"] == b"what the user copied", types
         editor = TargetWindow("sayso-wayland-editor", env=env)  # opened last, so it has the focus
         toggle = [sys.executable, "-m", "sayso", "--toggle"]

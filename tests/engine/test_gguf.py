@@ -189,11 +189,11 @@ def test_weights_are_the_files_bytes_while_the_copy_goes_on_behind_the_load(tmp_
     held = HeldCopy(monkeypatch)
     model = ModelFile(path)
     assert held.sent == [] and model.metadata == header.metadata  # nothing copied in the background yet
+    [thread] = copy_threads(path)  # held in its first sendfile: alive
     held.go()
     for t in header.tensors:
         start = header.data_offset + t.offset
         assert np.asarray(model.tensor(t.name).data).tobytes() == data[start : start + t.nbytes], t.name
-    [thread] = copy_threads(path)
     thread.join(10)
     assert not thread.is_alive() and sum(held.sent) == len(data) - reader.FIRST_COPY
 
