@@ -302,8 +302,7 @@ class ModelFile:
             for a, b in overlapping:
                 f.seek(a)
                 if f.readinto(copy[a:b]) != b - a:
-                    raise ModelFileError(self.path, "changed since it was loaded",
-                                         "Wait until whatever writes it has finished, then load it again.")
+                    raise ModelFileError(self.path, "changed since it was loaded", _CHANGED)
                 self._freed.remove((a, b))
 
     def array(self, name: str) -> np.ndarray:
