@@ -80,6 +80,8 @@ def family(model_file: ModelFile) -> Family:
 
 def load(model_file: ModelFile, ops: Backend) -> Transcriber:
     """The family's transcriber for ``model_file`` on ``ops`` (its weights made in ``ops.loading()``)."""
+    if ops.reads_weights_in_place:
+        model_file.copy_in_background()
     with ops.loading():
         return family(model_file).load(model_file, ops)
 

@@ -99,15 +99,9 @@ def stacked_linear(model_file, ops: Ops, prefixes: list[str]) -> Linear:
     if len({s.shape[1:] for s in sources}) != 1 or len(sources[0].shape) != 2:
         shapes = ", ".join(f"{s.name} {s.shape}" for s in sources)
         raise ModelFileError(model_file.path, f"can't stack weights of different input sizes ({shapes})")
-    if len({s.ggml_type for s in sources}) == 1:
-        kind, data = sources[0].ggml_type, np.concatenate([np.asarray(s.data) for s in sources])
-    else:
-        kind, data = "F32", np.concatenate([model_file.array(s.name) for s in sources])
-    for source in sources:  # the stack is a copy: the file's pages of the parts can go
-        if source.release is not None:
-            source.release()
-    n = sum(s.shape[0] for s in sources)
-    weight = ops.weight(WeightSource("+".join(s.name for s in sources), kind, (n, sources[0].shape[1]), data))
+    if len({s.ggml_type for s in sources}) != 1:
+        sources = [WeightSource(s.name, "F32", s.shape, model_file.array(s.name)) for s in sources]
+    weight = ops.weight(WeightSource.stacked("+".join(s.name for s in sources), sources))
     biases = [f"{prefix}.bias" for prefix in prefixes]
     if not any(model_file.has(name) for name in biases):
         return Linear(weight, None)
@@ -136,10 +130,7 @@ def conv(model_file, ops: Ops, prefix: str, bias: bool = True) -> Linear:
     if source.ggml_type not in ("F32", "F16"):
         raise ModelFileError(model_file.path, f"tensor '{source.name}' is {source.ggml_type}; "
                              "convolution kernels must be F32 or F16")  # fmt: skip
-    c_out = source.shape[0]
-    flat = WeightSource(source.name, source.ggml_type, (c_out, int(np.prod(source.shape[1:]))),
-                        np.asarray(source.data).reshape(c_out, -1), source.release)  # fmt: skip
-    return Linear(ops.weight(flat), vector(model_file, ops, f"{prefix}.bias") if bias else None)
+    return Linear(ops.weight(source.flattened()), vector(model_file, ops, f"{prefix}.bias") if bias else None)
 
 
 @dataclass

@@ -28,12 +28,15 @@ Conventions that hold for every method:
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
+
+from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
 
 Activation = Literal["none", "gelu", "silu", "relu", "tanh", "square"]
 """The elementwise function applied to ``a·Wᵀ + b`` in ``gemm``/``gemv``. GELU is the exact erf form;
@@ -70,23 +73,107 @@ class KVCache(Protocol):
     def capacity(self) -> int: ...
 
 
-@dataclass(frozen=True)
 class WeightSource:
     """A weight as it sits in a model file: the raw GGUF blocks plus their logical shape.
 
-    ``data`` is a read-only view of the tensor in the model's mapping (``ModelFile.tensor``):
-    float32 ``[N, K]`` for F32, float16 ``[N, K]`` for F16, uint8 ``[N, K/32*34]`` for Q8_0 (each
-    block of 32 values: one f16 scale then 32 int8). ``shape`` is the logical numpy shape,
-    e.g. ``(N, K)``; convolution kernels are flattened to 2-D by the caller. ``release``, when
-    the data is a model file's pages: frees them once a backend holds its own copy, ``release()``
-    all of them, ``release(start, stop)`` those of rows start .. stop; nothing reads them after.
+    ``data`` holds the tensor's rows: float32 ``[N, K]`` for F32, float16 ``[N, K]`` for F16, uint8
+    ``[N, K/32*34]`` for Q8_0 (each block of 32 values: one f16 scale then 32 int8). ``shape`` is the
+    logical numpy shape, e.g. ``(N, K)``; convolution kernels are flattened to 2-D (``flattened``).
+
+    A model file's weight (``ModelFile.tensor``) is read only when asked for, in one of two ways:
+
+    * ``data``: a read-only view of the model's mapping, filled from the file when first asked, for a
+      backend that reads it there for as long as the model is loaded (numpy). ``release`` frees the
+      mapping's pages once a backend holds a copy of its own: ``release()`` all of them,
+      ``release(start, stop)`` those of rows start .. stop; nothing reads them after.
+    * ``read(start, stop, into)``: rows start .. stop read from the file into memory the caller gives,
+      for a backend that copies each weight once (a GPU) a part at a time through memory it reuses:
+      the weight never takes memory in the mapping, which filling would allocate, zero and copy into,
+      page by page.
+
+    ``data`` may be given as the array, or as a function that makes it when first asked; ``reader``
+    reads rows from the file (``read``), where the source has one.
     """
 
-    name: str
-    ggml_type: str  # "F32" | "F16" | "Q8_0"
-    shape: tuple[int, ...]
-    data: np.ndarray
-    release: Callable[..., None] | None = None
+    def __init__(self, name: str, ggml_type: str, shape: tuple[int, ...],
+                 data: np.ndarray | Callable[[], np.ndarray], release: Callable[..., None] | None = None,
+                 reader: Callable[[int, int, memoryview | None], np.ndarray] | None = None):
+        self.name = name
+        self.ggml_type = ggml_type  # "F32" | "F16" | "Q8_0"
+        self.shape = tuple(shape)
+        self.release = release
+        self.reader = reader
+        self._data = data
+
+    @property
+    def data(self) -> np.ndarray:
+        if callable(self._data):  # two threads may both make it: each gets the same rows
+            self._data = self._data()
+        return self._data
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of a row (the first axis) in the file: its values, or Q8_0's blocks."""
+        values = math.prod(self.shape[1:])
+        if self.ggml_type == "Q8_0":
+            return values // Q8_0_BLOCK * Q8_0_BLOCK_BYTES
+        return values * (4 if self.ggml_type == "F32" else 2)
+
+    def read(self, start: int, stop: int, into: memoryview | None = None) -> np.ndarray:
+        """Rows start .. stop in ``data``'s layout: read from the file where the source can, into
+        ``into`` (at least ``(stop - start) * row_bytes``; the result is a view of it) or an array of
+        their own; else ``data``'s rows."""
+        return self.reader(start, stop, into) if self.reader else self.data[start:stop]
+
+    def flattened(self) -> WeightSource:
+        """The weight as 2-D [N, K], its trailing axes (a conv kernel's [C_in, k]) flattened into K:
+        the same rows, the same bytes."""
+        n, k = self.shape[0], math.prod(self.shape[1:])
+        reader = self.reader and (lambda start, stop, into: self.reader(start, stop, into).reshape(stop - start, -1))
+        return WeightSource(self.name, self.ggml_type, (n, k), lambda: np.asarray(self.data).reshape(n, -1),
+                            self.release, reader)
+
+    def rows(self, start: int, stop: int) -> WeightSource:
+        """Rows start .. stop of a 2-D weight as a weight of its own (half of a conv module's first
+        pointwise conv)."""
+        def release(a: int = 0, b: int | None = None) -> None:
+            self.release(start + a, stop if b is None else min(stop, start + b))
+
+        reader = self.reader and (lambda a, b, into: self.reader(start + a, start + b, into))
+        return WeightSource(f"{self.name}[{start}:{stop}]", self.ggml_type, (stop - start, *self.shape[1:]),
+                            lambda: self.data[start:stop], self.release and release, reader)
+
+    @staticmethod
+    def stacked(name: str, parts: list[WeightSource]) -> WeightSource:
+        """2-D weights of one type and width stacked by rows: one product where a model runs several on
+        the same input. Its ``data`` is a copy, after which the parts' pages go (``release``)."""
+        if len({p.ggml_type for p in parts}) != 1 or len({p.shape[1:] for p in parts}) != 1:
+            described = ", ".join(f"{p.name} {p.ggml_type} {p.shape}" for p in parts)
+            raise ValueError(f"{name}: can't stack weights of different types or widths ({described})")
+        starts = np.cumsum([0] + [p.shape[0] for p in parts])
+
+        def data() -> np.ndarray:
+            stack = np.concatenate([np.asarray(p.data) for p in parts])
+            for part in parts:
+                if part.release is not None:
+                    part.release()
+            return stack
+
+        def reader(start: int, stop: int, into: memoryview | None) -> np.ndarray:
+            pieces, at = [], 0  # each part's rows read into the next bytes of ``into``
+            for part, a, b in zip(parts, starts, starts[1:]):
+                if a < stop and start < b:
+                    lo, hi = max(start, a) - a, min(stop, b) - a
+                    pieces.append(part.read(lo, hi, None if into is None else into[at:]))
+                    at += (hi - lo) * part.row_bytes
+            if into is None:
+                return np.concatenate(pieces)
+            first = pieces[0]
+            return np.frombuffer(into, first.dtype, at // first.itemsize).reshape(stop - start, *first.shape[1:])
+
+        from_file = all(p.reader for p in parts)
+        return WeightSource(name, parts[0].ggml_type, (int(starts[-1]), *parts[0].shape[1:]), data, None,
+                            reader if from_file else None)
 
 
 @dataclass(eq=False)
@@ -158,6 +245,12 @@ class Ops(abc.ABC):
     """Whether a transducer's greedy search runs on the backend (``engine.conformer.search``: a GPU,
     where a step on the host would wait on a read-back) rather than on the host
     (``engine.conformer.heads``: the step's few products are quicker than a dispatch there)."""
+
+    reads_weights_in_place: bool = True
+    """Whether the backend reads its weights' ``data`` in the model file's mapping, for as long as the
+    model is loaded (numpy), rather than copying each from the file once (a GPU, ``WeightSource.read``):
+    ``engine.families.load`` then has the file copied into the mapping while the model loads
+    (``ModelFile.copy_in_background``)."""
 
     max_tensor_bytes: int = 2**62
     """The largest tensor the backend takes: a GPU binds each whole (``max-storage-buffer-binding-size``,

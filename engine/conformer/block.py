@@ -22,11 +22,11 @@ from typing import Protocol
 
 import numpy as np
 
-from sayso.engine.conformer.weights import Linear, linear, matrix_source, row_slice, stacked
+from sayso.engine.conformer.weights import Linear, linear, matrix_source
 from sayso.engine.layers import Norm, norm
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
-from sayso.engine.ops import Ops, Tensor
+from sayso.engine.ops import Ops, Tensor, WeightSource
 
 LAYER_NORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default, which both families train with
 BATCH_NORM_EPS = 1e-5  # nn.BatchNorm1d's default
@@ -117,14 +117,13 @@ def conv_module(model_file: ModelFile, ops: Ops, prefix: str, norm_prefix: str, 
     variants keep it). ``pad_left`` defaults to (k-1)/2, 'same' padding."""
     pw1 = matrix_source(model_file, f"{prefix}.pointwise1.weight")
     d = pw1.shape[0] // 2
-    value, gate = row_slice(pw1, 0, d), row_slice(pw1, d, 2 * d)
+    value, gate = pw1.rows(0, d), pw1.rows(d, 2 * d)
+    doubled = WeightSource.stacked(f"{prefix}.pointwise1.weight (doubled)", [value, value, gate, gate])
     pw1_bias = model_file.array(f"{prefix}.pointwise1.bias") if model_file.has(f"{prefix}.pointwise1.bias") else None
     pointwise1 = Linear(
-        ops.weight(stacked(f"{prefix}.pointwise1.weight (doubled)", [value, value, gate, gate])),
+        ops.weight(doubled),
         None if pw1_bias is None else ops.tensor(np.concatenate([pw1_bias[:d], pw1_bias[:d], pw1_bias[d:], pw1_bias[d:]])),
     )
-    if pw1.release is not None:  # the stack is a copy: the file's pages can go
-        pw1.release()
     kernel = model_file.array(f"{prefix}.depthwise.weight").reshape(d, -1)  # [d, 1, k] -> [d, k]
     k = kernel.shape[1]
     bias_name = f"{prefix}.depthwise.bias"

@@ -2,14 +2,13 @@
 
 Linear and convolution weights keep their GGUF type (F32, F16, Q8_0) where the backend takes it;
 other types (K-quants in some published files) are dequantized to F32 once at load. Slicing a
-weight by rows (the halves of the conv module's first pointwise conv) and stacking rows work on the
-raw GGUF blocks, so quantized weights stay quantized. The containers (``Linear``, ``Norm``) and the
+weight by rows (the halves of the conv module's first pointwise conv) and stacking rows
+(``WeightSource.rows``, ``WeightSource.stacked``) work on the raw GGUF blocks, so quantized weights
+stay quantized. The containers (``Linear``, ``Norm``) and the
 small-tensor loaders are the ones every family uses (``engine.layers``).
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
@@ -28,23 +27,7 @@ def matrix_source(model_file: ModelFile, name: str) -> WeightSource:
     if source.ggml_type not in NATIVE_TYPES:
         values = model_file.array(name).reshape(rows, -1)
         return WeightSource(name, "F32", values.shape, values)
-    k = int(np.prod(source.shape[1:]))
-    return WeightSource(name, source.ggml_type, (rows, k), np.asarray(source.data).reshape(rows, -1), source.release)
-
-
-def row_slice(source: WeightSource, start: int, stop: int) -> WeightSource:
-    """Rows start..stop-1 of a 2-D weight (one half of the conv module's first pointwise conv)."""
-    return WeightSource(f"{source.name}[{start}:{stop}]", source.ggml_type, (stop - start, source.shape[1]),
-                        source.data[start:stop])
-
-
-def stacked(name: str, parts: list[WeightSource]) -> WeightSource:
-    """Weights of one type and width stacked by rows."""
-    types = {p.ggml_type for p in parts}
-    if len(types) != 1:
-        raise ValueError(f"{name}: can't stack weights of types {sorted(types)}")
-    data = np.concatenate([np.asarray(p.data) for p in parts])
-    return WeightSource(name, parts[0].ggml_type, (sum(p.shape[0] for p in parts), parts[0].shape[1]), data)
+    return source.flattened()
 
 
 def linear(model_file: ModelFile, ops: Ops, prefix: str) -> Linear:

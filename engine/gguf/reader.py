@@ -1,19 +1,23 @@
 """Open a GGUF model file (transcribe.cpp's layout) and hand out its metadata and weights.
 
 The header is read with every length checked (``header.read_header``), so a truncated, corrupt or
-unsupported file fails with one ``ModelFileError`` that names the file and the problem. Weights stay
-in a mapping: ``tensor()`` gives the raw GGUF blocks for a backend to upload, ``array()`` a
-dequantized float32 copy for small tensors.
+unsupported file fails with one ``ModelFileError`` that names the file and the problem. ``tensor()``
+gives a weight's raw GGUF blocks for a backend (``WeightSource``), read only when the backend asks for
+them; ``array()`` a dequantized float32 copy of a small tensor.
 
-The mapping is of a private copy of the file (``PrivateCopy``), not of the file: a file that is cut
-short while a process maps it (a ``cp`` over an installed model truncates it first) makes every later
-read of the pages past its new end a SIGBUS, which kills the process. The numpy backend reads its
-weights, and the tokenizer its strings, from the mapping for as long as the model is loaded, so
+A backend that reads its weights for as long as the model is loaded (numpy) reads them from a mapping
+of a private copy of the file (``PrivateCopy``), not of the file: a file that is cut short while a
+process maps it (a ``cp`` over an installed model truncates it first) makes every later read of the
+pages past its new end a SIGBUS, which kills the process. The tokenizer reads its strings there too, so
 a change to the file must not reach them. The copy is made by the kernel (``sendfile``) in file order:
-the header before it is read, the weights on a thread of its own while the model loads, so that a
-backend uploads the first weights while the last are still being copied. A weight is handed out once
-the copy has passed its end, a file that shrinks under the copy is a ``ModelFileError`` for whatever
-asks for the bytes it lost, and the copy's pages go as a backend lets them (``release``).
+the header before it is read; for such a backend the weights on a thread of its own while the model
+loads (``copy_in_background``), so that it takes the first weights while the last are still being
+copied. A backend that copies each weight once (a GPU) reads it from the file a part at a time
+(``WeightSource.read``) and the copy never holds it: filling the copy costs more than the read itself
+(its pages are allocated and zeroed first). A weight asked for in the mapping without the background
+copy is read into it then. A file that shrinks or is replaced while it is read is a ``ModelFileError``
+for whatever asks for bytes it no longer has, and the copy's pages go as a backend lets them
+(``release``).
 """
 
 from __future__ import annotations
@@ -50,17 +54,18 @@ _CHANGED = "Wait until whatever writes it has finished, then load it again."
 class PrivateCopy:
     """The bytes of open file ``f`` in memory of this process's own (a ``memfd``), mapped whole
     (``map``) from the start and filled in file order: ``fill`` copies up to a byte on the calling
-    thread, ``start`` the rest on a thread of its own, and ``wait`` returns once the bytes up to a
-    byte are there, or raises the ``ModelFileError`` that stopped the copy short of them (the file
-    shrank). Until the copy has passed a page it is a hole, which nothing may read for the file's
-    bytes. ``release_advice`` is the ``madvise`` advice that frees the mapping's pages. Where there is
-    no ``memfd_create`` (macOS; Windows refuses to truncate a mapped file) the file itself is mapped,
-    whole from the start."""
+    thread, ``start`` the rest on a thread of its own (``started``), and ``wait`` returns once the
+    bytes up to a byte are there, or raises the ``ModelFileError`` that stopped the copy short of them
+    (the file shrank). Until the copy has passed a page it is a hole, which nothing may read for the
+    file's bytes (without ``start``, ``ModelFile`` fills what it needs itself). ``release_advice`` is
+    the ``madvise`` advice that frees the mapping's pages. Where there is no ``memfd_create`` (macOS;
+    Windows refuses to truncate a mapped file) the file itself is mapped, whole from the start."""
 
     def __init__(self, f, path: Path):
         self.path = path
         self._fds: list[int] = []  # the file and the memfd, the copy's own: they outlive ``f``
         self._thread: threading.Thread | None = None
+        self.started = False  # whether ``start`` was called: the rest is, or was, copied
         self._progress = threading.Condition()  # notified as ``copied`` grows and when the copy ends
         self._ended = False
         self._error: tuple[str, ...] | None = None  # why the copy ended short: ModelFileError's problem, hint
@@ -89,6 +94,7 @@ class PrivateCopy:
 
     def start(self) -> None:
         """Copy the rest on a thread of its own, which closes the copy's files when it is done."""
+        self.started = True
         if self.copied < self.size:
             self._thread = threading.Thread(target=self._copy_rest, name=f"copy of {self.path.name}", daemon=True)
             self._thread.start()
@@ -145,7 +151,7 @@ class PrivateCopy:
 
 
 class ModelFile:
-    """A GGUF model file, validated and memory-mapped.
+    """A GGUF model file, validated, its header in memory and its weights read when asked for.
 
     ``metadata`` maps each key, in file order, to a Python value: str, int, float, bool, a list of
     numbers, or for an array of strings (the tokenizer's tokens and merges) a ``StringArray``, which
@@ -157,6 +163,7 @@ class ModelFile:
         self._check_is_file()
         try:
             with open(self.path, "rb") as f:
+                self._identity = _identity(os.fstat(f.fileno()))
                 self._copy = PrivateCopy(f, self.path)  # its mapping lives as long as the weights
         except (OSError, ValueError) as e:  # ValueError: the file shrank to nothing since the check
             raise ModelFileError(self.path, f"can't be read ({getattr(e, 'strerror', None) or e})") from None
@@ -167,7 +174,6 @@ class ModelFile:
             self._copy.stop()
             self._map.close()
             raise
-        self._copy.start()
         weakref.finalize(self, self._copy.stop)
         self.version = header.version
         self.metadata: dict[str, object] = header.metadata
@@ -175,14 +181,26 @@ class ModelFile:
         self._data_offset = header.data_offset
         self._tensors: dict[str, TensorInfo] = {t.name: t for t in header.tensors}
         self._handed_out: dict[str, int] = {}  # how many times ``tensor`` gave each tensor
-        self._freed: list[tuple[int, int]] = []  # byte ranges of the private copy let go, to read again
+        # Byte ranges of the mapping that don't hold the file's bytes and that no background copy will
+        # fill (sorted, apart): the weights until asked for, and the pages a backend let go.
+        copy = self._copy
+        self._holes: list[tuple[int, int]] = [(copy.copied, copy.size)] if copy.copied < copy.size else []
+        self._filling = threading.Lock()  # a GPU's loading threads ask for small tensors at once
+
+    def copy_in_background(self) -> None:
+        """Copy the weights into the mapping on a thread of their own now, in file order, for a backend
+        that reads them all there (numpy): each ``data`` then waits for the copy to pass it. Only while
+        the copy holds no weight yet; after that each is read when asked for, as without this."""
+        if self._holes == [(self._copy.copied, self._copy.size)]:
+            self._holes = []
+            self._copy.start()
 
     def _read_header(self) -> Header:
         """Walk the header as soon as the copy holds its first ``FIRST_COPY`` bytes. A walk reads nothing
         past where it ends, so one that ends inside them is the file's own. One that doesn't (a longer
         header, a broken file) may have read holes past them, zeros taken for the file's bytes: it is
-        walked again once the whole file is copied. The rest is copied on a thread of its own only
-        after the walk (``start``), so nothing writes what a walk reads."""
+        walked again once the whole file is copied. Nothing else fills the copy before the walk has
+        ended, so nothing writes what a walk reads."""
         copy = self._copy
         copy.fill(min(FIRST_COPY, copy.size))
         try:
@@ -245,10 +263,11 @@ class ModelFile:
         return tuple(reversed(t.ne))
 
     def tensor(self, name: str) -> WeightSource:
-        """The tensor's raw GGUF data, memory-mapped, with its logical numpy shape, once the copy holds
-        it (a ``ModelFileError`` if the file shrank before the copy reached its end).
+        """The tensor's raw GGUF data with its logical numpy shape, read when the backend asks for it
+        (``WeightSource``): in the mapping (``data``) or from the file (``read``). A ``ModelFileError``
+        then if the file no longer has its bytes.
 
-        The shape is the reverse of ggml's ``ne`` (``[N, K]`` for a linear weight). ``data`` is
+        The shape is the reverse of ggml's ``ne`` (``[N, K]`` for a linear weight). The rows are
         float32/float16 in that shape, or for Q8_0 uint8 ``[..., K/32*34]`` (per row of 32 values:
         an f16 scale then 32 int8).
         """
@@ -256,18 +275,68 @@ class ModelFile:
         if t is None:
             raise ModelFileError(self.path, f"tensor '{name}' is missing")
         shape = tuple(reversed(t.ne))
-        offset = self._data_offset + t.offset
-        self._copy.wait(offset + t.nbytes)
-        self._read_again(offset, offset + t.nbytes)
         self._handed_out[name] = self._handed_out.get(name, 0) + 1
-        raw = np.frombuffer(self._map, np.uint8, t.nbytes, offset)
-        raw.flags.writeable = False  # the copy is writable only so that its pages can be let go
+        offset = self._data_offset + t.offset
         if t.ggml_type in _DTYPES:
-            data = raw.view(_DTYPES[t.ggml_type]).reshape(shape)
+            dtype, view_shape, rows = np.dtype(_DTYPES[t.ggml_type]), shape, (shape[0] if shape else 1)
         else:  # rows of blocks: [..., K / block * bytes per block]
-            data = raw.reshape(*shape[:-1], -1)
-        release = partial(self._release_rows, name, offset, t.nbytes, shape[0] if shape else 1)
-        return WeightSource(name=name, ggml_type=t.ggml_type, shape=shape, data=data, release=release)
+            dtype, view_shape, rows = np.dtype(np.uint8), (*shape[:-1], -1), (shape[0] if len(shape) > 1 else 1)
+        row_shape = view_shape[1:] if len(view_shape) > 1 or t.ggml_type in _DTYPES else view_shape
+        return WeightSource(name, t.ggml_type, shape, partial(self._view, offset, t.nbytes, dtype, view_shape),
+                            partial(self._release_rows, name, offset, t.nbytes, rows),
+                            partial(self._read_rows, offset, t.nbytes // rows, dtype, row_shape))
+
+    def _view(self, offset: int, nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """Bytes offset .. offset+nbytes of the mapping as a read-only array, once they hold the file's."""
+        self._fill(offset, offset + nbytes)
+        view = np.frombuffer(self._map, np.uint8, nbytes, offset)
+        view.flags.writeable = False  # the copy is writable only so that it can be filled and let go
+        return view.view(dtype).reshape(shape)
+
+    def _read_rows(self, offset: int, row_bytes: int, dtype: np.dtype, row_shape: tuple[int, ...],
+                   start: int, stop: int, into: memoryview | None) -> np.ndarray:
+        """Rows start .. stop of the tensor at ``offset`` read from the file into ``into`` (or an array
+        of their own), as an array of their type and shape."""
+        nbytes = (stop - start) * row_bytes
+        rows = np.empty(nbytes, np.uint8) if into is None else np.frombuffer(into, np.uint8, nbytes)
+        self._read_file(offset + start * row_bytes, memoryview(rows))
+        return rows.view(dtype).reshape(stop - start, *row_shape)
+
+    def _fill(self, start: int, end: int) -> None:
+        """Make bytes start .. end of the mapping the file's: wait for the background copy to pass them,
+        read whatever the copy won't hold from the file."""
+        if self._copy.started:
+            self._copy.wait(end)
+        with self._filling:
+            holes = [(a, b) for a, b in self._holes if a < end and start < b]
+            if not holes:
+                return
+            with memoryview(self._map) as mapping:
+                for a, b in holes:
+                    lo, hi = max(a, start), min(b, end)
+                    self._read_file(lo, mapping[lo:hi])
+                    self._holes.remove((a, b))
+                    self._holes += [hole for hole in ((a, lo), (hi, b)) if hole[0] < hole[1]]
+            self._holes.sort()
+
+    def _read_file(self, offset: int, into: memoryview) -> None:
+        """Fill ``into`` with the file's bytes from ``offset``: from the file this model was opened
+        from, unchanged since (the same file, size and modification time), else a ModelFileError."""
+        try:
+            with open(self.path, "rb", buffering=0) as f:
+                now = os.fstat(f.fileno())
+                done = 0
+                if _identity(now) == self._identity:
+                    f.seek(offset)
+                    while done < len(into) and (got := f.readinto(into[done:])):
+                        done += got
+        except OSError as e:
+            raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
+        if done < len(into):
+            size = self._identity[2]
+            problem = "changed while it was being read" + (
+                f" (it was {size} bytes, is {now.st_size} now)" if now.st_size != size else "")
+            raise ModelFileError(self.path, problem, _CHANGED)
 
     def _release_rows(self, name: str, offset: int, nbytes: int, rows: int, start: int = 0,
                       stop: int | None = None) -> None:
@@ -282,37 +351,41 @@ class ModelFile:
         self._release(offset + start * row_bytes, (stop - start) * row_bytes)
 
     def _release(self, offset: int, nbytes: int) -> None:
-        """Free the whole pages of bytes offset .. offset+nbytes: a GPU that copied a weight to its own
-        memory no longer needs them. The views already given read zeros there after (where the file
-        itself is mapped, its bytes again); ``tensor`` reads them from the file again first."""
+        """Free the whole pages of bytes offset .. offset+nbytes: a backend that copied a weight to its
+        own memory no longer needs them. The views already given read zeros there after (where the file
+        itself is mapped, its bytes again); ``data`` reads them from the file again first."""
         page = mmap.PAGESIZE
         start, end = -(-offset // page) * page, (offset + nbytes) // page * page
         if end > start and hasattr(self._map, "madvise"):  # madvise: not on Windows
             self._map.madvise(self._release_advice, start, end - start)
             if self._release_advice == getattr(mmap, "MADV_REMOVE", None):
-                self._freed.append((start, end))
-
-    def _read_again(self, start: int, end: int) -> None:
-        """Fill the freed ranges that overlap bytes start .. end from the file again (a model loaded on
-        the GPU, then on the CPU after the GPU failed), checking that the file still has them."""
-        overlapping = [(a, b) for a, b in self._freed if a < end and start < b]
-        if not overlapping:
-            return
-        with open(self.path, "rb") as f, memoryview(self._map) as copy:
-            for a, b in overlapping:
-                f.seek(a)
-                if f.readinto(copy[a:b]) != b - a:
-                    raise ModelFileError(self.path, "changed since it was loaded", _CHANGED)
-                self._freed.remove((a, b))
+                with self._filling:
+                    self._holes = _union([*self._holes, (start, end)])
 
     def array(self, name: str) -> np.ndarray:
         """The tensor dequantized to a float32 array of its logical shape (a copy, for small tensors such
-        as position tables). Its pages stay: another part of the model may read the same tensor."""
+        as position tables)."""
         source = self.tensor(name)
-        values = source.data
+        values = source.read(0, source.shape[0] if source.shape else 1)  # from the file: the mapping needn't hold it
         if source.ggml_type == "Q8_0":
             values = q8_0_values(np.asarray(values).reshape(-1, Q8_0_BLOCK_BYTES))
         return np.array(values, dtype=np.float32).reshape(source.shape)
 
     def __repr__(self) -> str:
         return f"ModelFile({str(self.path)!r}, {self.get('general.architecture')!r}, {len(self._tensors)} tensors)"
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    """What tells a file apart from a changed or another one at its path: device, inode, size, time of change."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Byte ranges merged where they overlap or touch, sorted."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged

@@ -15,8 +15,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import mmap
+import threading
 from collections import defaultdict
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -168,6 +169,17 @@ class GpuWeight:
         return q8_scales_per_row(self.k_pad)
 
 
+def _row_parts(kind: str, rows: np.ndarray, k: int) -> list[np.ndarray]:
+    """Rows of a weight's file data ([rows, K] values, or [rows, K/32*34] Q8_0 blocks) split as its
+    buffers hold them: the values, and Q8_0's scales apart, each [rows, items, ...]."""
+    if kind != "Q8_0":
+        return [np.asarray(rows, np.float32 if kind == "F32" else np.float16).reshape(len(rows), k)]
+    blocks = np.asarray(rows, np.uint8).reshape(len(rows), k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
+    # Each block's 32 values as one 32-byte item: numpy then copies an item per block rather than 32
+    # int8s, 1.6x as fast from the blocks' 34-byte stride.
+    return [blocks[:, :, 2:].view(f"V{Q8_0_BLOCK}"), blocks[:, :, :2].view(np.float16)]
+
+
 def q8_scales_per_row(k_pad: int) -> int:
     """f16 scales per row of a Q8_0 weight's ``scales`` (even, so each row starts at a whole u32)."""
     blocks = k_pad // Q8_0_BLOCK
@@ -175,8 +187,8 @@ def q8_scales_per_row(k_pad: int) -> int:
 
 
 UPLOAD_CHUNK = 4 << 20
-"""Bytes of a weight copied at a time (``ModelUpload``): the file's pages under each chunk go once
-it is copied."""
+"""Bytes of a weight read and copied at a time (``ModelUpload``), through memory each loading thread
+reuses."""
 
 UPLOAD_THREADS = 4
 """Threads that make weights' buffers and copy into them while a model loads (``ModelUpload``)."""
@@ -195,10 +207,12 @@ class ModelUpload:
     own (resident in this process), so at most ``STAGING_BYTES`` are mapped at a time: past that, the
     weights so far are finished (``_send_mapped``) before the next one is mapped: wgpu keeps the staging
     it has made for reuse, so a load's peak stays near its steady size rather than twice the weights.
-    The rows go from the file's memory map straight into that mapping, laid out as the kernels read
-    them (padded, Q8_0's values and scales apart), a chunk at a time, each chunk's pages in the file let
-    go once it is copied (``WeightSource.release``): the whole token embedding's pages beside its copy
-    raised a load's peak well above its steady size.
+    The rows are read from the file a chunk at a time (``WeightSource.read``) and copied into that
+    mapping, laid out as the kernels read them (padded, Q8_0's values and scales apart), so the model
+    file's private copy never holds them: filling it cost more than the reads (its pages are allocated
+    and zeroed first), and the whole token embedding there beside its upload raised a load's peak well
+    above its steady size. A weight made in memory (a table the loader computed) is copied from its
+    ``data``, each chunk's pages in the file let go once copied (``WeightSource.release``).
     Padding is free: a buffer mapped at creation starts as zeros.
 
     Each weight is one job on ``threads`` threads, buffers and copy, while the loader's Python goes on
@@ -223,6 +237,7 @@ class ModelUpload:
         self.mapped: list[wgpu.GPUBuffer] = []
         self.mapped_bytes = 0  # of the weights given to jobs since the last ``_send_mapped``
         self.constants: list[tuple[GpuTensor, np.ndarray]] = []
+        self._scratches = threading.local()  # ``_scratch``: its threads' read memory, gone with them
 
     def tensor(self, values: np.ndarray) -> GpuTensor:
         """A constant holding ``values`` (contiguous, 4-byte items: float32 or uint32) once ``finish``
@@ -241,53 +256,57 @@ class ModelUpload:
         k_pad = -(-k // COL_TILE) * COL_TILE
         kind = source.ggml_type
         if kind in ("F32", "F16"):
-            values = np.asarray(source.data, np.float32 if kind == "F32" else np.float16).reshape(n, k)
-            parts = [(values, k_pad, source.name)]
+            layout = [(np.dtype(np.float32 if kind == "F32" else np.float16), k_pad, source.name)]
         elif kind == "Q8_0":
-            blocks = np.asarray(source.data, np.uint8).reshape(n, k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
-            parts = [
-                # Each block's 32 values as one 32-byte item: numpy then copies an item per block
-                # rather than 32 int8s, 1.6x as fast from the blocks' 34-byte stride.
-                (blocks[:, :, 2:].view(f"V{Q8_0_BLOCK}"), k_pad // Q8_0_BLOCK, source.name),  # [n, k/32, 1]
-                (blocks[:, :, :2].view(np.float16), q8_scales_per_row(k_pad), source.name + ".scales"),  # [n, k/32, 1]
-            ]
+            layout = [(np.dtype(f"V{Q8_0_BLOCK}"), k_pad // Q8_0_BLOCK, source.name),  # a block's 32 values
+                      (np.dtype(np.float16), q8_scales_per_row(k_pad), source.name + ".scales")]
         else:
             raise ValueError(f"{source.name}: weight type {kind} is not supported on the GPU (F32, F16, Q8_0 are)")
         weight = GpuWeight(source.name, kind, n, k, n_pad, k_pad, data=None)
-        size = sum(n_pad * cols * rows.dtype.itemsize for rows, cols, _ in parts)
+        size = sum(n_pad * cols * item.itemsize for item, cols, _ in layout)
         if self.mapped_bytes and self.mapped_bytes + size > STAGING_BYTES:
             self._send_mapped()
         self.mapped_bytes += size
-        job = partial(self._put_rows, weight, parts, source.release)
+        job = partial(self._put_rows, weight, layout, source)
         if self.copying is None:
             job()
         else:
             self.jobs.append(self.copying.submit(job))
         return weight
 
-    def _put_rows(self, weight: GpuWeight, parts: list[tuple[np.ndarray, int, str]],
-                  release: Callable[[int, int], None] | None) -> None:
-        """``weight``'s buffers, mapped, of [n_pad, cols] items for each part (rows, cols, label):
-        ``rows`` [n, ...] holds each row's items, at most ``cols``, in its trailing axes (a view into
-        the file). A chunk of rows of every part at a time, then the file's pages under them go."""
+    def _put_rows(self, weight: GpuWeight, layout: list[tuple[np.dtype, int, str]], source: WeightSource) -> None:
+        """``weight``'s buffers, mapped, of [n_pad, cols] items for each part of ``layout`` (item, cols,
+        label), filled from ``source`` a chunk of rows at a time: read from the file where the source
+        can (``WeightSource.read``), else from its mapping, whose pages under each chunk then go."""
         buffers, targets = [], []
-        for rows, cols, label in parts:
-            buffer = self.device.buffer(weight.n_pad * cols * rows.dtype.itemsize, label=label, mapped=True)
+        for item, cols, label in layout:
+            buffer = self.device.buffer(weight.n_pad * cols * item.itemsize, label=label, mapped=True)
             self.mapped.append(buffer)  # one bytecode under the GIL: safe from several threads
             mapping = buffer._experimental_get_mapped_range(0, buffer.size)  # wgpu is pinned (pyproject)
             buffers.append(buffer)
-            targets.append(np.frombuffer(mapping, rows.dtype, weight.n_pad * cols).reshape(weight.n_pad, cols))
+            targets.append(np.frombuffer(mapping, item, weight.n_pad * cols).reshape(weight.n_pad, cols))
         weight.data, weight.scales = buffers[0], (buffers[1] if len(buffers) > 1 else None)
-        n = weight.n
-        widest = max(target.strides[0] for target in targets)  # bytes of a row
+        n, k = weight.n, weight.k
+        widest = max(source.row_bytes, *(target.strides[0] for target in targets))  # bytes of a row
         step = max(1, UPLOAD_CHUNK // widest)
+        scratch = self._scratch(step * source.row_bytes)
         for start in range(0, n, step):
-            for (rows, _, _), target in zip(parts, targets):
-                chunk = rows[start : start + step]
+            stop = min(n, start + step)
+            rows = source.read(start, stop, scratch)
+            for part, target in zip(_row_parts(source.ggml_type, rows, k), targets):
                 # Each row as the file has it ([k/32, 1] blocks between the scales): a view of the target.
-                np.copyto(np.reshape(target[start : start + len(chunk), : chunk[:1].size], chunk.shape, copy=False), chunk)
-            if release is not None:
-                release(start, min(n, start + step))
+                np.copyto(np.reshape(target[start:stop, : part[:1].size], part.shape, copy=False), part)
+            if source.reader is None and source.release is not None:
+                source.release(start, stop)
+
+    def _scratch(self, nbytes: int) -> memoryview:
+        """This thread's memory for the rows it reads, at least ``nbytes``, reused weight after weight.
+        Mapped for the load alone: the heap would keep a freed chunk's memory (``engine.heap``), and
+        each thread's heap would keep its own."""
+        held = getattr(self._scratches, "memory", None)
+        if held is None or len(held) < nbytes:
+            held = self._scratches.memory = mmap.mmap(-1, max(nbytes, UPLOAD_CHUNK))
+        return memoryview(held)
 
     def finish(self) -> None:
         """Make and send the constants; wait for every job, then unmap the buffers (after a failed

@@ -4,6 +4,7 @@ clear ModelFileError (never a traceback from inside gguf) for every kind of brok
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import random
 import struct
@@ -19,6 +20,7 @@ from sayso.engine.gguf import reader
 from sayso.engine.gguf.header import read_header
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.gguf.writer import Meta, TensorOut, write_gguf
+from sayso.engine.ops import WeightSource
 
 from conftest import REFERENCE_GGUF, REFERENCE_GGUF_NAME, TINY_EN_GGUF
 
@@ -134,12 +136,13 @@ def shared_memory_kb() -> int:
 
 
 def test_a_model_is_read_from_a_private_copy_that_released_weights_leave():
-    """The weights are read from the process's own copy of the file, which changes to the file don't
-    reach; what a GPU does after uploading a weight frees the copy's pages under it, and a second
-    backend that asks for the weight later (the CPU after a GPU failed) reads it from the file again."""
+    """For the numpy backend the weights are read from the process's own copy of the file, which
+    changes to the file don't reach; a backend that holds a weight of its own frees the copy's pages
+    under it, and a second backend that asks for the weight later reads it from the file again."""
     before = shared_memory_kb()
     model = ModelFile(REFERENCE)
-    model.tensor(model.names[-1])  # the file's last bytes: the copy is whole once it gives them
+    model.copy_in_background()  # what the numpy backend's load does
+    model.tensor(model.names[-1]).data  # the file's last bytes: the copy is whole once it gives them
     assert shared_memory_kb() - before > 0.9 * REFERENCE.stat().st_size / 1024
     embd = model.tensor("dec.token_embd.weight")  # 21 MB
     values = np.array(embd.data)
@@ -188,7 +191,9 @@ def test_weights_are_the_files_bytes_while_the_copy_goes_on_behind_the_load(tmp_
     header = read_header(data)
     held = HeldCopy(monkeypatch)
     model = ModelFile(path)
-    assert held.sent == [] and model.metadata == header.metadata  # nothing copied in the background yet
+    assert copy_threads(path) == [] and model.metadata == header.metadata  # a GPU's load would go on
+    model.copy_in_background()
+    assert held.sent == []  # nothing copied in the background yet
     [thread] = copy_threads(path)  # held in its first sendfile: alive
     held.go()
     for t in header.tensors:
@@ -226,6 +231,7 @@ def test_a_file_cut_short_while_its_weights_are_copied_fails_for_the_weights_it_
     cut = header.data_offset + middle.offset + middle.nbytes // 2
     held = HeldCopy(monkeypatch, cut=(path, cut))
     model = ModelFile(path)
+    model.copy_in_background()
     held.go()
     lost = []
     for t in header.tensors * 2:
@@ -234,7 +240,7 @@ def test_a_file_cut_short_while_its_weights_are_copied_fails_for_the_weights_it_
             assert np.asarray(model.tensor(t.name).data).tobytes() == data[start : start + t.nbytes], t.name
             continue
         with pytest.raises(ModelFileError, match="changed while it was being read") as error:
-            model.array(t.name) if t.nbytes < 4096 else model.tensor(t.name)
+            model.array(t.name) if t.nbytes < 4096 else model.tensor(t.name).data
         assert f"it was {len(data)} bytes, is {cut} now" in str(error.value) and str(path) in str(error.value)
         lost.append(t.name)
     assert middle.name in lost and len(lost) == 2 * (len(header.tensors) - header.tensors.index(middle))
@@ -248,6 +254,7 @@ def test_a_model_dropped_while_it_is_copied_ends_the_copy(tmp_path, monkeypatch)
     monkeypatch.setattr(reader, "COPY_CHUNK", 1 << 20)
     held = HeldCopy(monkeypatch)
     model = ModelFile(path)
+    model.copy_in_background()
     [thread] = copy_threads(path)
     del model
     held.go()
@@ -263,6 +270,75 @@ def open_files() -> list[str]:
         with contextlib.suppress(FileNotFoundError):  # the listing's own
             targets.append(os.readlink(f"/proc/self/fd/{fd}"))
     return targets
+
+
+def test_a_gpu_reads_weights_from_the_file_and_the_copy_never_holds_them(tmp_path):
+    """What a GPU's load does: every weight read from the file in parts (``WeightSource.read``), the
+    file's bytes, while the private copy holds no more than the header's first part; a weight asked for
+    in the mapping then (``data``) is read into it alone."""
+    path = tmp_path / "read.gguf"
+    data = REFERENCE.read_bytes()
+    path.write_bytes(data)
+    header = read_header(data)
+    model = ModelFile(path)
+    scratch = memoryview(bytearray(1 << 20))  # a GPU's loading thread reads into memory it reuses
+    for t in header.tensors:
+        source, start = model.tensor(t.name), header.data_offset + t.offset
+        rows = source.shape[0] if source.shape else 1
+        for into in (None, scratch):  # as a GPU's chunks, ragged
+            parts = [source.read(a, min(rows, a + 7), into).tobytes() for a in range(0, rows, 7)]
+            assert b"".join(parts) == data[start : start + t.nbytes], t.name
+    parts = [model.tensor(f"enc.blocks.2.attn.{p}.weight") for p in "qkv"]  # a step's q, k and v as one
+    stack = WeightSource.stacked("qkv", [parts[0].rows(100, 384), parts[1], parts[2].rows(0, 50)])
+    whole = np.concatenate([parts[0].read(100, 384), parts[1].read(0, 384), parts[2].read(0, 50)])
+    for into in (None, scratch):  # a view of ``into`` lasts until the next read: copied
+        chunks = [stack.read(a, min(718, a + 100), into).copy() for a in range(0, 718, 100)]
+        assert np.array_equal(np.concatenate(chunks), whole)
+    assert copy_threads(path) == [] and memfd_bytes(path.name) == reader.FIRST_COPY
+    last = header.tensors[-1]
+    start = header.data_offset + last.offset
+    assert np.asarray(model.tensor(last.name).data).tobytes() == data[start : start + last.nbytes]
+    filled = memfd_bytes(path.name) - reader.FIRST_COPY
+    assert last.nbytes <= filled < last.nbytes + 2 * mmap.PAGESIZE
+
+
+def memfd_bytes(name: str) -> int:
+    """Bytes of memory that the memfd called ``name`` (a model's private copy) holds."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            if os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{name} (deleted)":
+                return os.stat(f"/proc/self/fd/{fd}").st_blocks * 512
+    raise AssertionError(f"no memfd called {name}")
+
+
+@pytest.mark.parametrize("change", ["cut", "rewritten", "replaced"])
+def test_a_file_changed_while_a_gpu_reads_it_fails_for_every_weight_after(tmp_path, change):
+    """A file cut short, rewritten in place (same size) or replaced under its name after the header was
+    read: every later read, from the file or into the mapping, is the clear ModelFileError, never bytes
+    of another file mixed in."""
+    path = tmp_path / "changed.gguf"
+    data = REFERENCE.read_bytes()
+    path.write_bytes(data)
+    header = read_header(data)
+    model = ModelFile(path)
+    first, last = header.tensors[0], header.tensors[-1]
+    model.tensor(first.name).read(0, 1)
+    if change == "cut":
+        os.truncate(path, len(data) // 2)
+    elif change == "rewritten":
+        with open(path, "r+b") as f:
+            f.seek(len(data) - 4)
+            f.write(b"\0\0\0\0")
+        os.utime(path, ns=(0, path.stat().st_mtime_ns + 10**9))  # a later time, however coarse the clock
+    else:
+        (tmp_path / "new.gguf").write_bytes(data)
+        os.replace(tmp_path / "new.gguf", path)
+    for ask in (lambda s: s.read(0, 1), lambda s: s.data):
+        with pytest.raises(ModelFileError, match="changed while it was being read") as error:
+            ask(model.tensor(last.name))
+        assert str(path) in str(error.value) and "load it again" in str(error.value)
+        if change == "cut":
+            assert f"it was {len(data)} bytes, is {len(data) // 2} now" in str(error.value)
 
 
 def test_a_weight_handed_out_twice_is_never_released():

@@ -18,7 +18,6 @@ from gguf.quants import quantize
 
 from sayso.app.cli import main as sayso
 from sayso.engine.audio import load_audio
-from sayso.engine.conformer.weights import row_slice, stacked
 from sayso.engine.convert.random_model import random_layout, write_random_model
 from sayso.engine.cpu.ops import dequantize as dequantized
 from sayso.engine.engine import Engine
@@ -146,8 +145,8 @@ def test_weight_slices_keep_q8_0_blocks():
     values = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
     source = WeightSource("w", "Q8_0", (8, 128), quantize(values, GGMLQuantizationType.Q8_0))
     full = dequantized(source)
-    for piece, expected, kind in [(row_slice(source, 2, 5), full[2:5], "Q8_0"),
-                                  (stacked("s", [row_slice(source, 0, 2), row_slice(source, 0, 2)]),
+    for piece, expected, kind in [(source.rows(2, 5), full[2:5], "Q8_0"),
+                                  (WeightSource.stacked("s", [source.rows(0, 2), source.rows(0, 2)]),
                                    np.concatenate([full[:2], full[:2]]), "Q8_0")]:
         assert piece.ggml_type == kind and np.array_equal(dequantized(piece), expected)
 

@@ -406,11 +406,11 @@ def resident_kib_of_memfd(name: str) -> int:
 
 @pytest.mark.parametrize("family", ["parakeet-tdt-v3", "gigaam-v3-rnnt", "gigaam-v3-ctc"])
 def test_a_model_on_the_gpu_lets_its_weights_pages_go(family, tmp_path):
-    """The model file's private copy (``engine.gguf.reader.PrivateCopy``) keeps only what the host
-    still reads once the weights are on the GPU: their pages go as they are copied, conformer
-    weights (flattened, sliced, stacked or folded at load) as much as any, and what is computed from a
-    weight at load is computed before it goes (the same text on both backends). The numpy backend,
-    which reads its weights from the copy, keeps it all."""
+    """The model file's private copy (``engine.gguf.reader.PrivateCopy``) holds only what the host
+    still reads once the weights are on the GPU: they are read from the file, conformer weights
+    (flattened, sliced, stacked or folded at load) as much as any, and what is computed from a weight
+    at load is computed from its bytes (the same text on both backends). The numpy backend, which
+    reads its weights from the copy, keeps them all there (its small tensors it reads from the file)."""
     from conftest import AUDIO
     from sayso.engine.audio import load_audio
     from sayso.engine.convert.random_model import write_random_model
@@ -426,5 +426,5 @@ def test_a_model_on_the_gpu_lets_its_weights_pages_go(family, tmp_path):
         del engine
     print(f"\n{family}: {resident}")
     assert texts["gpu"] == texts["cpu"]
-    assert resident["cpu"] > 0.9 * path.stat().st_size / 1024
+    assert resident["cpu"] > 0.8 * path.stat().st_size / 1024
     assert resident["gpu"] < 0.6 * resident["cpu"]

@@ -24,6 +24,7 @@ class GpuOpsBase(Backend):
 
     name = "gpu"
     runs_beside_host = True
+    reads_weights_in_place = False  # each weight is read from the file into its buffers once
 
     @property
     def max_tensor_bytes(self) -> int:
@@ -106,7 +107,7 @@ class GpuOpsBase(Backend):
 
     def weight(self, source: WeightSource) -> GpuWeight:
         """Inside ``loading`` the weight's copy goes on beside the loader's next steps; outside, it is
-        whole when this returns. Either way the file's pages under it go once it is copied."""
+        whole when this returns (``ModelUpload``)."""
         if self._loading is not None:
             return self._loading.weight(source)
         upload = ModelUpload(self.device, threads=0)
