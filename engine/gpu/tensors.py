@@ -186,7 +186,7 @@ def q8_scales_per_row(k_pad: int) -> int:
     return blocks + (blocks & 1)
 
 
-UPLOAD_CHUNK = 4 << 20
+UPLOAD_CHUNK = 2 << 20
 """Bytes of a weight read and copied at a time (``ModelUpload``), through memory each loading thread
 reuses."""
 
