@@ -278,10 +278,11 @@ class ModelFile:
         self._handed_out[name] = self._handed_out.get(name, 0) + 1
         offset = self._data_offset + t.offset
         if t.ggml_type in _DTYPES:
-            dtype, view_shape, rows = np.dtype(_DTYPES[t.ggml_type]), shape, (shape[0] if shape else 1)
+            dtype, view_shape = np.dtype(_DTYPES[t.ggml_type]), shape
+            rows, row_shape = (shape[0], shape[1:]) if shape else (1, ())
         else:  # rows of blocks: [..., K / block * bytes per block]
-            dtype, view_shape, rows = np.dtype(np.uint8), (*shape[:-1], -1), (shape[0] if len(shape) > 1 else 1)
-        row_shape = view_shape[1:] if len(view_shape) > 1 or t.ggml_type in _DTYPES else view_shape
+            dtype, view_shape = np.dtype(np.uint8), (*shape[:-1], -1)
+            rows, row_shape = (shape[0], view_shape[1:]) if len(shape) > 1 else (1, (-1,))
         return WeightSource(name, t.ggml_type, shape, partial(self._view, offset, t.nbytes, dtype, view_shape),
                             partial(self._release_rows, name, offset, t.nbytes, rows),
                             partial(self._read_rows, offset, t.nbytes // rows, dtype, row_shape))

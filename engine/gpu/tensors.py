@@ -212,7 +212,7 @@ class ModelUpload:
     file's private copy never holds them: filling it cost more than the reads (its pages are allocated
     and zeroed first), and the whole token embedding there beside its upload raised a load's peak well
     above its steady size. A weight made in memory (a table the loader computed) is copied from its
-    ``data``, each chunk's pages in the file let go once copied (``WeightSource.release``).
+    ``data``.
     Padding is free: a buffer mapped at creation starts as zeros.
 
     Each weight is one job on ``threads`` threads, buffers and copy, while the loader's Python goes on
@@ -276,8 +276,7 @@ class ModelUpload:
 
     def _put_rows(self, weight: GpuWeight, layout: list[tuple[np.dtype, int, str]], source: WeightSource) -> None:
         """``weight``'s buffers, mapped, of [n_pad, cols] items for each part of ``layout`` (item, cols,
-        label), filled from ``source`` a chunk of rows at a time: read from the file where the source
-        can (``WeightSource.read``), else from its mapping, whose pages under each chunk then go."""
+        label), filled from ``source`` a chunk of rows at a time (``WeightSource.read``)."""
         buffers, targets = [], []
         for item, cols, label in layout:
             buffer = self.device.buffer(weight.n_pad * cols * item.itemsize, label=label, mapped=True)
@@ -296,8 +295,6 @@ class ModelUpload:
             for part, target in zip(_row_parts(source.ggml_type, rows, k), targets):
                 # Each row as the file has it ([k/32, 1] blocks between the scales): a view of the target.
                 np.copyto(np.reshape(target[start:stop, : part[:1].size], part.shape, copy=False), part)
-            if source.reader is None and source.release is not None:
-                source.release(start, stop)
 
     def _scratch(self, nbytes: int) -> memoryview:
         """This thread's memory for the rows it reads, at least ``nbytes``, reused weight after weight.

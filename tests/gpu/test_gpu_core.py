@@ -405,7 +405,7 @@ def resident_kib_of_memfd(name: str) -> int:
 
 
 @pytest.mark.parametrize("family", ["parakeet-tdt-v3", "gigaam-v3-rnnt", "gigaam-v3-ctc"])
-def test_a_model_on_the_gpu_lets_its_weights_pages_go(family, tmp_path):
+def test_a_model_on_the_gpu_leaves_its_weights_out_of_the_private_copy(family, tmp_path):
     """The model file's private copy (``engine.gguf.reader.PrivateCopy``) holds only what the host
     still reads once the weights are on the GPU: they are read from the file, conformer weights
     (flattened, sliced, stacked or folded at load) as much as any, and what is computed from a weight
