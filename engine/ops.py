@@ -36,7 +36,10 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from sayso.engine.gguf.q8_0 import Q8_0_BLOCK, Q8_0_BLOCK_BYTES
+from sayso.engine.gguf.header import TENSOR_TYPES
+
+_BLOCKS = {name: (values, nbytes) for name, values, nbytes in TENSOR_TYPES.values()}
+"""A weight type's values per block and bytes per block (a value is a block of one for F32 and F16)."""
 
 Activation = Literal["none", "gelu", "silu", "relu", "tanh", "square"]
 """The elementwise function applied to ``a·Wᵀ + b`` in ``gemm``/``gemv``. GELU is the exact erf form;
@@ -114,10 +117,8 @@ class WeightSource:
     @property
     def row_bytes(self) -> int:
         """Bytes of a row (the first axis) in the file: its values, or Q8_0's blocks."""
-        values = math.prod(self.shape[1:])
-        if self.ggml_type == "Q8_0":
-            return values // Q8_0_BLOCK * Q8_0_BLOCK_BYTES
-        return values * (4 if self.ggml_type == "F32" else 2)
+        block_values, block_bytes = _BLOCKS[self.ggml_type]
+        return math.prod(self.shape[1:]) // block_values * block_bytes
 
     def read(self, start: int, stop: int, into: memoryview | None = None) -> np.ndarray:
         """Rows start .. stop in ``data``'s layout: read from the file where the source can, into

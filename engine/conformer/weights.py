@@ -4,8 +4,8 @@ Linear and convolution weights keep their GGUF type (F32, F16, Q8_0) where the b
 other types (K-quants in some published files) are dequantized to F32 once at load. Slicing a
 weight by rows (the halves of the conv module's first pointwise conv) and stacking rows
 (``WeightSource.rows``, ``WeightSource.stacked``) work on the raw GGUF blocks, so quantized weights
-stay quantized. The containers (``Linear``, ``Norm``) and the
-small-tensor loaders are the ones every family uses (``engine.layers``).
+stay quantized. The containers (``Linear``, ``Norm``) and the small-tensor loaders are the ones every
+family uses (``engine.layers``).
 """
 
 from __future__ import annotations

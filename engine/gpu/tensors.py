@@ -169,11 +169,12 @@ class GpuWeight:
         return q8_scales_per_row(self.k_pad)
 
 
-def _row_parts(kind: str, rows: np.ndarray, k: int) -> list[np.ndarray]:
+def _row_parts(kind: str, rows: np.ndarray, k: int, values: np.dtype) -> list[np.ndarray]:
     """Rows of a weight's file data ([rows, K] values, or [rows, K/32*34] Q8_0 blocks) split as its
-    buffers hold them: the values, and Q8_0's scales apart, each [rows, items, ...]."""
+    buffers hold them: the values (an F32 or F16 weight's as ``values``), and Q8_0's scales apart,
+    each [rows, items, ...]."""
     if kind != "Q8_0":
-        return [np.asarray(rows, np.float32 if kind == "F32" else np.float16).reshape(len(rows), k)]
+        return [np.asarray(rows, values).reshape(len(rows), k)]
     blocks = np.asarray(rows, np.uint8).reshape(len(rows), k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
     # Each block's 32 values as one 32-byte item: numpy then copies an item per block rather than 32
     # int8s, 1.6x as fast from the blocks' 34-byte stride.
@@ -292,7 +293,7 @@ class ModelUpload:
         for start in range(0, n, step):
             stop = min(n, start + step)
             rows = source.read(start, stop, scratch)
-            for part, target in zip(_row_parts(source.ggml_type, rows, k), targets):
+            for part, target in zip(_row_parts(source.ggml_type, rows, k, targets[0].dtype), targets):
                 # Each row as the file has it ([k/32, 1] blocks between the scales): a view of the target.
                 np.copyto(np.reshape(target[start:stop, : part[:1].size], part.shape, copy=False), part)
 
