@@ -184,15 +184,16 @@ class Device:
             return False
         return True
 
-    def failure(self, what: str, error: Exception) -> GpuError:
-        """A GpuError for a failed wgpu call, saying plainly when the cause is a lost device."""
+    def failure(self, what: str, error: Exception, otherwise: str | None = None) -> GpuError:
+        """A GpuError for a failed wgpu call, saying plainly when the cause is a lost device; else
+        ``otherwise`` where the caller knows what the failure means, or the error as wgpu gave it."""
         text = str(error).strip()
         if "lost" in text.lower():
             return GpuError(
                 f"The GPU device {self.info['device']!r} was lost while {what} (driver reset, crash or "
                 "unplugged GPU). Restart the transcription; if it happens again use --device cpu."
             )
-        return GpuError(f"GPU error on {self.info['device']!r} while {what}: {text}")
+        return GpuError(otherwise or f"GPU error on {self.info['device']!r} while {what}: {text}")
 
     def buffer(self, nbytes: int, usage: int | None = None, label: str = "", mapped: bool = False) -> wgpu.GPUBuffer:
         """A storage buffer of at least ``nbytes`` (rounded up to 16 so empty tensors still bind);
@@ -209,11 +210,8 @@ class Device:
         try:
             return device.create_buffer(size=size, usage=usage, label=label, mapped_at_creation=mapped)
         except Exception as error:  # noqa: BLE001
-            if "lost" in str(error).lower():
-                raise self.failure("allocating memory", error) from None
-            raise GpuError(
-                f"Could not allocate {size / 2**20:.1f} MiB on the GPU ({error}). Close other GPU apps or use --device cpu."
-            ) from None
+            raise self.failure("allocating memory", error, f"Could not allocate {size / 2**20:.1f} MiB on the GPU "
+                               f"({error}). Close other GPU apps or use --device cpu.") from None
 
     def close(self) -> None:
         logging.getLogger("wgpu").removeHandler(self.trap)

@@ -118,10 +118,9 @@ class Kernels:
         label = f"{file}:{entry}" + "".join(f" {name}={value:g}" for name, value in constants)
         try:
             pipeline = self.device.device.create_compute_pipeline(layout="auto", compute=compute, label=label)
-        except wgpu.GPUError as error:
-            if "lost" in str(error).lower():  # the device went while it was built: said as any lost call is
-                raise self.device.failure(f"building kernel {label}", error) from None
-            raise GpuError(f"Kernel {file}:{entry} {dict(constants)} fails to build: {error}") from None
+        except wgpu.GPUError as error:  # a lost device is said as for any call
+            raise self.device.failure(f"building kernel {label}", error,
+                                      f"Kernel {file}:{entry} {dict(constants)} fails to build: {error}") from None
         with self.lock:
             self.pipelines[key] = pipeline
             self.building.pop(key, None)
