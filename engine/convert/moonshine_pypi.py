@@ -3,7 +3,7 @@
 Useful Sensors' own packages carry the models: ``moonshine-voice`` tiny (English), ``moonshine-cpp``
 base (English), each as ``encoder_model.ort``, ``decoder_model_merged.ort`` and ``tokenizer.bin``;
 ``useful-moonshine-onnx`` carries the ``tokenizer.json`` (the same vocabulary with its BPE merges) that
-the GGUF file needs. The wheels come from PyPI (``engine.convert.pypi.download_wheel``), the files are
+the GGUF file needs. The wheels come from PyPI (``engine.convert.pypi.downloaded_wheel``), the files are
 taken out, and the directory moved into place only when complete; ``convert`` reads it.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sayso.engine.convert.moonshine_ort import DECODER_FILE, ENCODER_FILE, TOKENIZER_BIN, TOKENIZER_JSON
-from sayso.engine.convert.pypi import download_wheel, step_progress
+from sayso.engine.convert.pypi import downloaded_wheel, step_progress
 from sayso.engine.errors import SaysoError
 
 
@@ -56,9 +56,8 @@ def fetch_moonshine_ort(name: str, dest: Path, progress: Callable[[float, str], 
     try:
         for i, wheel_files in enumerate(wanted):
             step = step_progress(report, i, len(wanted))
-            wheel = download_wheel(wheel_files.package, wheel_files.version, step)
-            _extract(wheel, wheel_files, work)
-            wheel.unlink()
+            with downloaded_wheel(wheel_files.package, wheel_files.version, step) as wheel:
+                _extract(wheel, wheel_files, work)
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)

