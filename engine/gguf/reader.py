@@ -56,14 +56,17 @@ class PrivateCopy:
     (``map``) from the start and filled in file order: ``fill`` copies up to a byte on the calling
     thread, ``start`` the rest on a thread of its own (``started``), and ``wait`` returns once the
     bytes up to a byte are there, or raises the ``ModelFileError`` that stopped the copy short of them
-    (the file shrank). Until the copy has passed a page it is a hole, which nothing may read for the
-    file's bytes (without ``start``, ``ModelFile`` fills what it needs itself). ``release_advice`` is
+    (the file shrank, or is another file now). Until the copy has passed a page it is a hole, which
+    nothing may read for the file's bytes (without ``start``, ``ModelFile`` fills what it needs itself).
+    ``close_file`` lets go of the file between ``fill`` and ``start``. ``release_advice`` is
     the ``madvise`` advice that frees the mapping's pages. Where there is no ``memfd_create`` (macOS;
     Windows refuses to truncate a mapped file) the file itself is mapped, whole from the start."""
 
     def __init__(self, f, path: Path):
         self.path = path
-        self._fds: list[int] = []  # the file and the memfd, the copy's own: they outlive ``f``
+        self.identity = _identity(os.fstat(f.fileno()))
+        self._file: int | None = None  # the copy's own descriptors, which outlive ``f``
+        self._memfd: int | None = None
         self._thread: threading.Thread | None = None
         self.started = False  # whether ``start`` was called: the rest is, or was, copied
         self._progress = threading.Condition()  # notified as ``copied`` grows and when the copy ends
@@ -79,9 +82,10 @@ class PrivateCopy:
         self.copied = 0  # the mapping holds the file's bytes up to here
         self.release_advice = mmap.MADV_REMOVE  # frees a memfd's pages; MADV_DONTNEED would only unmap them
         try:
-            self._fds += [os.dup(f.fileno()), os.memfd_create(path.name, os.MFD_CLOEXEC)]
-            os.ftruncate(self._fds[1], self.size)
-            self.map = mmap.mmap(self._fds[1], self.size, access=mmap.ACCESS_WRITE)
+            self._file = os.dup(f.fileno())
+            self._memfd = os.memfd_create(path.name, os.MFD_CLOEXEC)
+            os.ftruncate(self._memfd, self.size)
+            self.map = mmap.mmap(self._memfd, self.size, access=mmap.ACCESS_WRITE)
         except BaseException:
             self._close_fds()
             raise
@@ -92,8 +96,16 @@ class PrivateCopy:
         if self._error:
             raise ModelFileError(self.path, *self._error)
 
+    def close_file(self) -> None:
+        """Let go of the file until ``start``: a descriptor held for as long as the model is loaded
+        would keep a model file deleted or replaced meanwhile on the disk."""
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
+
     def start(self) -> None:
-        """Copy the rest on a thread of its own, which closes the copy's files when it is done."""
+        """Copy the rest on a thread of its own, which closes the copy's files when it is done (and
+        opens the file again first, if ``close_file`` let go of it)."""
         self.started = True
         if self.copied < self.size:
             self._thread = threading.Thread(target=self._copy_rest, name=f"copy of {self.path.name}", daemon=True)
@@ -124,9 +136,9 @@ class PrivateCopy:
         say why in ``_error``."""
         try:
             while self.copied < end and not self._stopped:  # page cache to page cache: no pass through Python
-                sent = os.sendfile(self._fds[1], self._fds[0], self.copied, min(end - self.copied, chunk or end))
+                sent = os.sendfile(self._memfd, self._file, self.copied, min(end - self.copied, chunk or end))
                 if sent == 0:
-                    now = os.fstat(self._fds[0]).st_size
+                    now = os.fstat(self._file).st_size
                     problem = f"changed while it was being read (it was {self.size} bytes, is {now} now)"
                     self._error = (problem, _CHANGED)
                     return
@@ -138,16 +150,31 @@ class PrivateCopy:
 
     def _copy_rest(self) -> None:
         try:
-            self._send(self.size, COPY_CHUNK)
+            if self._file is not None or self._open_again():
+                self._send(self.size, COPY_CHUNK)
         finally:
             self._close_fds()
             with self._progress:
                 self._ended = True
                 self._progress.notify_all()
 
+    def _open_again(self) -> bool:
+        """Open the file at ``path`` again if it is still the one the copy began (whether it is, else
+        why not in ``_error``)."""
+        try:
+            self._file = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            if _identity(os.fstat(self._file)) == self.identity:
+                return True
+            self._error = ("changed while it was being read", _CHANGED)
+        except OSError as e:
+            self._error = (f"can't be read ({e.strerror or e})",)
+        return False
+
     def _close_fds(self) -> None:
-        while self._fds:
-            os.close(self._fds.pop())
+        for fd in (self._file, self._memfd):
+            if fd is not None:
+                os.close(fd)
+        self._file = self._memfd = None
 
 
 class ModelFile:
@@ -163,10 +190,10 @@ class ModelFile:
         self._check_is_file()
         try:
             with open(self.path, "rb") as f:
-                self._identity = _identity(os.fstat(f.fileno()))
                 self._copy = PrivateCopy(f, self.path)  # its mapping lives as long as the weights
         except (OSError, ValueError) as e:  # ValueError: the file shrank to nothing since the check
             raise ModelFileError(self.path, f"can't be read ({getattr(e, 'strerror', None) or e})") from None
+        self._identity = self._copy.identity
         self._map, self._release_advice = self._copy.map, self._copy.release_advice
         try:
             header = self._read_header()
@@ -174,6 +201,7 @@ class ModelFile:
             self._copy.stop()
             self._map.close()
             raise
+        self._copy.close_file()  # each read opens the file by path; ``copy_in_background`` too
         weakref.finalize(self, self._copy.stop)
         self.version = header.version
         self.metadata: dict[str, object] = header.metadata

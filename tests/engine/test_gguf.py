@@ -154,14 +154,16 @@ def test_a_model_is_read_from_a_private_copy_that_released_weights_leave():
 
 class HeldCopy:
     """``os.sendfile`` for the copy's thread held until ``go()``: what the load does before the
-    background copy has moved a byte, and how far the copy got (``sent``)."""
+    background copy has moved a byte, whether the copy is in its first part (``entered``) and how far
+    it got (``sent``)."""
 
     def __init__(self, monkeypatch, cut: tuple[Path, int] | None = None):
-        self.opened, self.sent, self.cut = threading.Event(), [], cut
+        self.opened, self.entered, self.sent, self.cut = threading.Event(), threading.Event(), [], cut
         sendfile = os.sendfile
 
         def held(out_fd, in_fd, offset, count):
             if threading.current_thread() is not threading.main_thread():
+                self.entered.set()
                 assert self.opened.wait(30)
                 if self.cut:  # what `cp other.gguf model.gguf` does first (the same cut each time)
                     os.truncate(*self.cut)
@@ -256,6 +258,7 @@ def test_a_model_dropped_while_it_is_copied_ends_the_copy(tmp_path, monkeypatch)
     model = ModelFile(path)
     model.copy_in_background()
     [thread] = copy_threads(path)
+    assert held.entered.wait(10)  # moving its first part
     del model
     held.go()
     thread.join(10)
@@ -295,11 +298,30 @@ def test_a_gpu_reads_weights_from_the_file_and_the_copy_never_holds_them(tmp_pat
         chunks = [stack.read(a, min(718, a + 100), into).copy() for a in range(0, 718, 100)]
         assert np.array_equal(np.concatenate(chunks), whole)
     assert copy_threads(path) == [] and memfd_bytes(path.name) == reader.FIRST_COPY
+    assert os.path.realpath(path) not in open_files()  # a file deleted while loaded gives its space back
     last = header.tensors[-1]
     start = header.data_offset + last.offset
     assert np.asarray(model.tensor(last.name).data).tobytes() == data[start : start + last.nbytes]
     filled = memfd_bytes(path.name) - reader.FIRST_COPY
     assert last.nbytes <= filled < last.nbytes + 2 * mmap.PAGESIZE
+
+
+def test_a_copy_begun_after_the_file_was_replaced_fails_for_the_weights_it_lacks(tmp_path):
+    """The model holds no descriptor of its file between loads; the background copy opens the file
+    again and, finding another file at its path, copies nothing of it."""
+    path = tmp_path / "replaced.gguf"
+    data = REFERENCE.read_bytes()
+    path.write_bytes(data)
+    header = read_header(data)
+    model = ModelFile(path)
+    (tmp_path / "new.gguf").write_bytes(data)
+    os.replace(tmp_path / "new.gguf", path)
+    model.copy_in_background()
+    last = header.tensors[-1]
+    with pytest.raises(ModelFileError, match="changed while it was being read") as error:
+        model.tensor(last.name).data
+    assert str(path) in str(error.value) and "load it again" in str(error.value)
+    assert not [target for target in open_files() if path.name in target and "memfd" not in target]
 
 
 def memfd_bytes(name: str) -> int:
