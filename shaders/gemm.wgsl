@@ -10,6 +10,7 @@
 //   HAS_RESIDUAL  read `residual` [M, N] and scale by alpha
 //   NORM          gemv only: 0 none, 1 LayerNorm of the row with `norm_w` and `norm_b` first, 2 the
 //                 same without a bias (a decoder step's norm then needs no dispatch of its own)
+//   SPLITS        gemm_short and gemm_splits_sum: K in this many parts, one per workgroup z (below)
 // `gemv` reduces with reduce_workgroup.wgsl or, in the fast tier, reduce_subgroup.wgsl, one of which
 // comes before this file in a module (engine/gpu/entry_points.py).
 // Bindings the variant does not read are still bound (the caller passes any buffer there), so every
@@ -35,6 +36,7 @@ override ACT: u32 = 0u;
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
 override NORM: u32 = 0u;
+override SPLITS: u32 = 1u;
 override WG: u32 = 256u;  // gemv's threads: GEMV_ROWS rows of GEMV_LANES (the reductions' workgroup size)
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -164,12 +166,13 @@ fn put8(tile: u32, stride: u32, ks: u32, row: u32, e: Eight) {
     tiles[at + 7u * stride][lane] = e.hi.w;
 }
 
-// c[m, n .. n+3] from a row of a micro-tile, skipping what lies outside [M, N].
-fn store4(m: u32, n: u32, v: vec4<f32>) {
+// c[m, n .. n+3] from a row of a micro-tile, skipping what lies outside [M, N]; `base`: where in c
+// the [M, N] matrix starts (a split's part of `gemm_short`'s, else 0).
+fn store4(base: u32, m: u32, n: u32, v: vec4<f32>) {
     if (m >= p.m) {
         return;
     }
-    let at = m * p.n;
+    let at = base + m * p.n;
     if (n < p.n) { c[at + n] = finish(v.x, m, n); }
     if (n + 1u < p.n) { c[at + n + 1u] = finish(v.y, m, n + 1u); }
     if (n + 2u < p.n) { c[at + n + 2u] = finish(v.z, m, n + 2u); }
@@ -195,12 +198,12 @@ fn mma4(acc: ptr<function, MicroTile4>, a: u32, b: u32) {
     (*acc).r3 += av.w * bv;
 }
 
-// The micro-tile's rows m .. m+3, columns n .. n+3, into c.
-fn store_tile4(m: u32, n: u32, acc: MicroTile4) {
-    store4(m, n, acc.r0);
-    store4(m + 1u, n, acc.r1);
-    store4(m + 2u, n, acc.r2);
-    store4(m + 3u, n, acc.r3);
+// The micro-tile's rows m .. m+3, columns n .. n+3, into c from `base` (see `store4`).
+fn store_tile4(base: u32, m: u32, n: u32, acc: MicroTile4) {
+    store4(base, m, n, acc.r0);
+    store4(base, m + 1u, n, acc.r1);
+    store4(base, m + 2u, n, acc.r2);
+    store4(base, m + 3u, n, acc.r3);
 }
 
 @compute @workgroup_size(256)
@@ -225,7 +228,7 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    store_tile4(m0 + ty * 4u, n0 + tx * 4u, acc);
+    store_tile4(0u, m0 + ty * 4u, n0 + tx * 4u, acc);
 }
 
 // ---- GEMM, few rows -----------------------------------------------------------------------------
@@ -237,6 +240,10 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // multiplies k 8g .. 8g+7 of the step into 4x4 micro-tiles, and the groups' sums meet at the end (in
 // group order, so every run gives the same bits). The tiles live in `gemm`'s `tiles`: A at 0 (4 vec4s
 // per k), W at W_TILE as in `gemm`.
+// With SPLITS > 1 even those workgroups are too few to fill the GPU (16 x 64 tiles of 138 x 1024
+// outputs are 144 workgroups), so K is cut too: workgroup z sums its part of K (whole steps) and
+// writes the plain sums to part z of c, [SPLITS, M, N] (the pipeline has no bias, activation or
+// residual), and `gemm_splits_sum` adds the parts and applies the epilogue.
 const SHORT_ROWS = 16u;
 const SHORT_VEC_PER_K = 4u;  // SHORT_ROWS / 4
 
@@ -248,7 +255,9 @@ fn gemm_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let tx = t % 16u;  // columns 4*tx .. +3
     let ty = (t % 64u) / 16u;  // rows 4*ty .. +3
     var acc: MicroTile4;
-    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+    let part = (p.k + SPLITS * TILE_K - 1u) / (SPLITS * TILE_K) * TILE_K;  // K per split, in whole steps
+    let k_end = min(p.k, (wid.z + 1u) * part);
+    for (var k0 = wid.z * part; k0 < k_end; k0 += TILE_K) {
         // A: thread t < 64 loads row t%16 at k offsets 8*(t/16) .. +7; W: every thread row t%64 at
         // 8*(t/64) .. +7, as in `gemm`.
         if (t < 64u) {
@@ -284,7 +293,29 @@ fn gemm_short(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
             acc.r2 += tiles[at + 2u];
             acc.r3 += tiles[at + 3u];
         }
-        store_tile4(m0 + ty * 4u, n0 + tx * 4u, acc);
+        store_tile4(wid.z * p.m * p.n, m0 + ty * 4u, n0 + tx * 4u, acc);
+    }
+}
+
+// `gemm_splits_sum`: c = the epilogue of the sum of `gemm_short`'s SPLITS parts, bound as `a`
+// ([SPLITS, M, N]), added in split order (every run gives the same bits); a thread per output.
+@compute @workgroup_size(256)
+fn gemm_splits_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+                   @builtin(local_invocation_index) l: u32) {
+    let i = (wid.x + wid.y * groups.x) * 256u + l;
+    let size = p.m * p.n;
+    if (i >= size) {
+        return;
+    }
+    var sum = a[i];
+    for (var z = 1u; z < SPLITS; z++) {
+        sum += a[z * size + i];
+    }
+    c[i] = finish(sum, i / p.n, i % p.n);
+    // The recorder binds a file's buffers in order, so every entry point here names all of them: this
+    // one reads no weight, but names `w` and `scales` where no dispatch goes (its k_pad is a weight's).
+    if (p.k_pad == 0u) {
+        c[i] = bitcast<f32>(w[0].x ^ scales[0]);
     }
 }
 
@@ -371,8 +402,8 @@ fn a_quad(m: u32, k: u32) -> vec4<f32> {
 
 // Row m of a micro-tile: its columns n .. n+3 (lo) and n+64 .. n+67 (hi).
 fn store_row(m: u32, n: u32, lo: vec4<f32>, hi: vec4<f32>) {
-    store4(m, n, lo);
-    store4(m, n + 64u, hi);
+    store4(0u, m, n, lo);
+    store4(0u, m, n + 64u, hi);
 }
 
 // Sixteen weights as stored: F32 q0..q3, F16 q0..q1, Q8_0 q0 and the u32 holding its scale.

@@ -77,6 +77,7 @@ EMBED = EntryPoint("embed.wgsl", "main", ("ids", "table", "scales", "positions",
 LINEARS = "reduce_workgroup.wgsl+gemm.wgsl"
 GEMM = EntryPoint(LINEARS, "gemm", ("a", "w", "scales", "bias", "residual", "c"), LINEAR)
 GEMM_SHORT = EntryPoint(LINEARS, "gemm_short", GEMM.bindings, LINEAR)
+GEMM_SPLITS_SUM = EntryPoint(LINEARS, "gemm_splits_sum", GEMM.bindings, LINEAR)
 GEMM_LARGE = EntryPoint(LINEARS, "gemm_large", ("a_vec", "w", "scales", "bias", "residual", "c"), LINEAR)
 GEMV = EntryPoint(LINEARS, "gemv", ("a_vec", "w", "scales", "bias", "residual", "c", "norm_w", "norm_b"), LINEAR)
 FLASH = _fields("tq tk heads causal") + (("scale", "f32"),) + _fields("groups batch span left right")

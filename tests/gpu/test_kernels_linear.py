@@ -95,6 +95,29 @@ def test_gemm_residual_without_bias(gpu_ops, cpu_ops, kind):
     assert_close(gpu_ops.read(gpu_ops.gemm(a, w, residual=r)), cpu_ops.gemm(a_cpu, w_cpu, residual=r_cpu))
 
 
+# gemm_short with K cut into parts: few output tiles, long rows (Parakeet's FFN down-projection is 138
+# x 1024 x 4096). K off the parts' whole steps: 1000 is 3 parts of 352, 352 and 296.
+SPLIT_SHAPES = {"F32": (19, 100, 1000), "F16": (37, 70, 800), "Q8_0": (19, 100, 1024)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_with_k_in_parts_adds_them_before_the_epilogue(gpu_ops, cpu_ops, kind, monkeypatch):
+    from sayso.engine.gpu.ops import linear
+
+    (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, SPLIT_SHAPES[kind], kind, True, True)
+    want = cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "gelu", r_cpu, alpha=0.5)
+    dispatches = gpu_ops.recorder.stats["dispatches"]
+    split = gpu_ops.gemm(a, w, b, "gelu", r, alpha=0.5)
+    assert gpu_ops.recorder.stats["dispatches"] - dispatches == 2  # the parts, then their sum
+    assert_close(gpu_ops.read(split), want)
+    assert_close(gpu_ops.read(gpu_ops.gemm(a, w)), cpu_ops.gemm(a_cpu, w_cpu))  # no epilogue
+    monkeypatch.setattr(linear, "SPLIT_MIN_K", 1 << 30)  # K whole, as before the parts
+    dispatches = gpu_ops.recorder.stats["dispatches"]
+    whole = gpu_ops.gemm(a, w, b, "gelu", r, alpha=0.5)
+    assert gpu_ops.recorder.stats["dispatches"] - dispatches == 1
+    assert_close(gpu_ops.read(whole), want)
+
+
 # gemm's own tiles (64x64) between gemm_short's rows and gemm_large's: M off the tile, each weight type.
 MIDDLE_SHAPES = {"F32": (300, 130, 98), "F16": (300, 100, 80), "Q8_0": (333, 100, 160)}
 

@@ -8,7 +8,9 @@ epilogue are override constants, so each combination is its own specialised pipe
 
 from __future__ import annotations
 
-from sayso.engine.gpu.entry_points import ADD, EMBED, GEMM, GEMM_LARGE, GEMM_SHORT, GEMV, EntryPoint
+from sayso.engine.gpu.entry_points import (
+    ADD, EMBED, GEMM, GEMM_LARGE, GEMM_SHORT, GEMM_SPLITS_SUM, GEMV, EntryPoint,
+)
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuTensor, GpuWeight
@@ -26,6 +28,11 @@ SHORT_TILE = 16  # output rows per gemm_short workgroup (gemm.wgsl's SHORT_ROWS)
 SHORT_TILE_MAX_ROWS = 256
 """Most rows of a for gemm_short: up to a few 64-row tiles, whose few workgroups would each walk all of
 K alone (docs/PERFORMANCE.md)."""
+SPLIT_TARGET_GROUPS = 512
+"""Workgroups gemm_short should have to keep a large GPU busy (a few per compute unit): fewer output
+tiles than that have K cut into parts (``SPLITS``) until there are about as many."""
+SPLIT_MIN_K = 256
+"""Fewest values of K a split takes: a shorter part costs more in its partial sums than it saves."""
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
 NORM_FOLD_MAX_N = 8192
 """Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
@@ -54,19 +61,32 @@ class LinearOps(GpuOpsBase):
         alpha: float = 1.0,
     ) -> GpuTensor:
         """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles; 16x64
-        ones up to ``SHORT_TILE_MAX_ROWS`` rows, 128x128 ones from ``LARGE_TILE_MIN_ROWS`` where the
-        device has the workgroup memory."""
+        ones up to ``SHORT_TILE_MAX_ROWS`` rows (with K in parts when they are too few to fill the GPU),
+        128x128 ones from ``LARGE_TILE_MIN_ROWS`` where the device has the workgroup memory."""
         m = self._check_linear(a, w, bias, residual)
         out = self.empty((m, w.n))
         limit = self.device.limits["max-compute-workgroup-storage-size"]
         if m >= LARGE_TILE_MIN_ROWS and limit >= LARGE_TILE_BYTES:
             entry, rows, cols = GEMM_LARGE, LARGE_TILE, LARGE_TILE
         elif m <= SHORT_TILE_MAX_ROWS:
+            tiles = (-(-w.n // GEMM_TILE), -(-m // SHORT_TILE))
+            splits = min(-(-SPLIT_TARGET_GROUPS // (tiles[0] * tiles[1])), w.k // SPLIT_MIN_K)
+            if splits > 1:
+                self._split_gemm(tiles, splits, a, w, bias, act, residual, alpha, out)
+                return out
             entry, rows, cols = GEMM_SHORT, SHORT_TILE, GEMM_TILE
         else:
             entry, rows, cols = GEMM, GEMM_TILE, GEMM_TILE
         self._linear(entry, (-(-w.n // cols), -(-m // rows), 1), a, w, bias, act, residual, alpha, out)
         return out
+
+    def _split_gemm(self, tiles: tuple[int, int], splits: int, a: GpuTensor, w: GpuWeight, bias: GpuTensor | None,
+                    act: Activation, residual: GpuTensor | None, alpha: float, out: GpuTensor) -> None:
+        """``gemm`` on gemm_short's ``tiles`` with K in ``splits`` parts: each part's plain sums into
+        [splits, M, N], then gemm_splits_sum adds them in order and applies the epilogue into ``out``."""
+        parts = self.empty((splits, *out.shape))
+        self._linear(GEMM_SHORT, (*tiles, splits), a, w, None, "none", None, 1.0, parts, splits=splits)
+        self._linear(GEMM_SPLITS_SUM, _groups_for(out.size), parts, w, bias, act, residual, alpha, out, splits=splits)
 
     def gemv(
         self,
@@ -145,6 +165,7 @@ class LinearOps(GpuOpsBase):
         alpha: float,
         out: GpuTensor,
         norm: RowNorm | None = None,
+        splits: int = 1,
     ) -> None:
         if act not in ACTIVATIONS:
             raise ValueError(f"unknown activation {act!r} (one of {', '.join(ACTIVATIONS)})")
@@ -152,13 +173,15 @@ class LinearOps(GpuOpsBase):
         # binding it twice is allowed), which keeps one layout and no dummy allocations.
         scales = w.scales if w.scales is not None else w.data
         buffers = [a, w.data, scales, bias if bias is not None else a, residual if residual is not None else a, out]
-        params = [a.shape[0], w.n, w.k, w.k_pad, w.scales_per_row // 2, float(alpha), 0.0]
+        params = [out.shape[-2], w.n, w.k, w.k_pad, w.scales_per_row // 2, float(alpha), 0.0]
         variant = {
             "WTYPE": WEIGHT_TYPES[w.kind],
             "ACT": ACTIVATIONS[act],
             "HAS_BIAS": bias is not None,
             "HAS_RESIDUAL": residual is not None,
         }
+        if splits > 1:
+            variant["SPLITS"] = splits
         if entry is GEMV:  # gemv's layout has the norm's bindings too
             buffers += [a, a] if norm is None else [norm.weight, norm.bias if norm.bias is not None else a]
             if norm is not None:
