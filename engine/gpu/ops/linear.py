@@ -182,6 +182,8 @@ class LinearOps(GpuOpsBase):
         }
         if splits > 1:
             variant["SPLITS"] = splits
+        if entry is GEMM_SPLITS_SUM:
+            del variant["WTYPE"]  # it reads no weight: one pipeline for every weight type
         if entry is GEMV:  # gemv's layout has the norm's bindings too
             buffers += [a, a] if norm is None else [norm.weight, norm.bias if norm.bias is not None else a]
             if norm is not None:
