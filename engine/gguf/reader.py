@@ -193,7 +193,6 @@ class ModelFile:
                 self._copy = PrivateCopy(f, self.path)  # its mapping lives as long as the weights
         except (OSError, ValueError) as e:  # ValueError: the file shrank to nothing since the check
             raise ModelFileError(self.path, f"can't be read ({getattr(e, 'strerror', None) or e})") from None
-        self._identity = self._copy.identity
         self._map, self._release_advice = self._copy.map, self._copy.release_advice
         try:
             header = self._read_header()
@@ -355,14 +354,14 @@ class ModelFile:
             with open(self.path, "rb", buffering=0) as f:
                 now = os.fstat(f.fileno())
                 done = 0
-                if _identity(now) == self._identity:
+                if _identity(now) == self._copy.identity:
                     f.seek(offset)
                     while done < len(into) and (got := f.readinto(into[done:])):
                         done += got
         except OSError as e:
             raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
         if done < len(into):
-            size = self._identity[2]
+            size = self._copy.identity[2]
             problem = "changed while it was being read" + (
                 f" (it was {size} bytes, is {now.st_size} now)" if now.st_size != size else "")
             raise ModelFileError(self.path, problem, _CHANGED)

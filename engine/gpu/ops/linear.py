@@ -69,15 +69,15 @@ class LinearOps(GpuOpsBase):
         if m >= LARGE_TILE_MIN_ROWS and limit >= LARGE_TILE_BYTES:
             entry, rows, cols = GEMM_LARGE, LARGE_TILE, LARGE_TILE
         elif m <= SHORT_TILE_MAX_ROWS:
-            tiles = (-(-w.n // GEMM_TILE), -(-m // SHORT_TILE))
-            splits = min(-(-SPLIT_TARGET_GROUPS // (tiles[0] * tiles[1])), w.k // SPLIT_MIN_K)
-            if splits > 1:
-                self._split_gemm(tiles, splits, a, w, bias, act, residual, alpha, out)
-                return out
             entry, rows, cols = GEMM_SHORT, SHORT_TILE, GEMM_TILE
         else:
             entry, rows, cols = GEMM, GEMM_TILE, GEMM_TILE
-        self._linear(entry, (-(-w.n // cols), -(-m // rows), 1), a, w, bias, act, residual, alpha, out)
+        tiles = (-(-w.n // cols), -(-m // rows))
+        splits = min(-(-SPLIT_TARGET_GROUPS // (tiles[0] * tiles[1])), w.k // SPLIT_MIN_K) if entry is GEMM_SHORT else 1
+        if splits > 1:
+            self._split_gemm(tiles, splits, a, w, bias, act, residual, alpha, out)
+        else:
+            self._linear(entry, (*tiles, 1), a, w, bias, act, residual, alpha, out)
         return out
 
     def _split_gemm(self, tiles: tuple[int, int], splits: int, a: GpuTensor, w: GpuWeight, bias: GpuTensor | None,
