@@ -14,6 +14,7 @@ class ModelFileError(SaysoError):
     def __init__(self, path, problem: str, hint: str = "Download or convert the model again."):
         self.path = str(path)
         self.problem = problem
+        self.hint = hint
         super().__init__(f"{self.path}: {problem}. {hint}".strip())
 
 
@@ -41,6 +42,7 @@ class AudioError(SaysoError):
     def __init__(self, path, problem: str, hint: str = "Check that it is an audio or video file and not damaged."):
         self.path = str(path)
         self.problem = problem
+        self.hint = hint
         super().__init__(f"{self.path}: {problem}. {hint}".strip())
 
 

@@ -162,13 +162,11 @@ class PrivateCopy:
         """Open the file at ``path`` again if it is still the one the copy began (whether it is, else
         why not in ``_error``)."""
         try:
-            self._file = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            if _identity(os.fstat(self._file)) == self.identity:
-                return True
-            self._error = ("changed while it was being read", _CHANGED)
-        except OSError as e:
-            self._error = (f"can't be read ({e.strerror or e})",)
-        return False
+            self._file = _open_unchanged(self.path, self.identity)
+            return True
+        except ModelFileError as error:
+            self._error = (error.problem, error.hint)
+            return False
 
     def _close_fds(self) -> None:
         for fd in (self._file, self._memfd):
@@ -350,21 +348,16 @@ class ModelFile:
     def _read_file(self, offset: int, into: memoryview) -> None:
         """Fill ``into`` with the file's bytes from ``offset``: from the file this model was opened
         from, unchanged since (the same file, size and modification time), else a ModelFileError."""
-        try:
-            with open(self.path, "rb", buffering=0) as f:
-                now = os.fstat(f.fileno())
+        with open(_open_unchanged(self.path, self._copy.identity), "rb", buffering=0) as f:
+            try:
+                f.seek(offset)
                 done = 0
-                if _identity(now) == self._copy.identity:
-                    f.seek(offset)
-                    while done < len(into) and (got := f.readinto(into[done:])):
-                        done += got
-        except OSError as e:
-            raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
-        if done < len(into):
-            size = self._copy.identity[2]
-            problem = "changed while it was being read" + (
-                f" (it was {size} bytes, is {now.st_size} now)" if now.st_size != size else "")
-            raise ModelFileError(self.path, problem, _CHANGED)
+                while done < len(into) and (got := f.readinto(into[done:])):
+                    done += got
+            except OSError as e:
+                raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
+        if done < len(into):  # it shrank after it was opened
+            raise ModelFileError(self.path, "changed while it was being read", _CHANGED)
 
     def _release_rows(self, name: str, offset: int, nbytes: int, rows: int, start: int = 0,
                       stop: int | None = None) -> None:
@@ -406,6 +399,23 @@ class ModelFile:
 def _identity(stat: os.stat_result) -> tuple[int, ...]:
     """What tells a file apart from a changed or another one at its path: device, inode, size, time of change."""
     return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _open_unchanged(path: Path, identity: tuple[int, ...]) -> int:
+    """A descriptor of the file at ``path`` if it is still the file of ``identity`` (``_identity``), else
+    the ModelFileError that says what became of it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        raise ModelFileError(path, f"can't be read ({e.strerror or e})") from None
+    now = os.fstat(fd)
+    if _identity(now) == identity:
+        return fd
+    os.close(fd)
+    size = identity[2]
+    problem = "changed while it was being read" + (f" (it was {size} bytes, is {now.st_size} now)"
+                                                   if now.st_size != size else "")
+    raise ModelFileError(path, problem, _CHANGED)
 
 
 def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
