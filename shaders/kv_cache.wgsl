@@ -115,6 +115,11 @@ fn pack(
 @group(0) @binding(5) var<storage, read> attend_q: array<f32>;
 @group(0) @binding(6) var<storage, read_write> attend_partials: array<f32>;
 
+// q's dims (2 pair, 2 pair + 1) of the row at q_row times a key's pair kk.
+fn score_pair(q_row: u32, pair: u32, kk: vec2<f32>) -> f32 {
+    return attend_q[q_row + 2u * pair] * kk.x + attend_q[q_row + 2u * pair + 1u] * kk.y;
+}
+
 var<workgroup> weights: array<f32, WG>;
 var<workgroup> group_sums: array<vec2<f32>, WG>; // the weighted V of each group of threads
 
@@ -189,14 +194,25 @@ fn attend(inv: Invocation) {
     for (var start = key0; start < key_end; start += WG) {
         let n = min(WG, key_end - start); // keys of this chunk the row sees
 
-        // Score: one thread per key, a dot over the head's f16 pairs.
+        // Score: one thread per key, a dot over the head's f16 pairs, four pairs a pass with their
+        // loads issued first (one at a time, each pass waited for its load), summed in the same order.
         var s = NEG;
         if (tid < n) {
             let k_row = cache_word(false, h, start + tid, 0u);
             var dot = 0.0;
-            for (var pair = 0u; pair < HEAD_DIM / 2u; pair++) {
-                let kk = unpack2x16float(cache[k_row + pair]);
-                dot += attend_q[q_row + 2u * pair] * kk.x + attend_q[q_row + 2u * pair + 1u] * kk.y;
+            var pair = 0u;
+            for (; pair + 4u <= HEAD_DIM / 2u; pair += 4u) {
+                let k0 = unpack2x16float(cache[k_row + pair]);
+                let k1 = unpack2x16float(cache[k_row + pair + 1u]);
+                let k2 = unpack2x16float(cache[k_row + pair + 2u]);
+                let k3 = unpack2x16float(cache[k_row + pair + 3u]);
+                dot += score_pair(q_row, pair, k0);
+                dot += score_pair(q_row, pair + 1u, k1);
+                dot += score_pair(q_row, pair + 2u, k2);
+                dot += score_pair(q_row, pair + 3u, k3);
+            }
+            for (; pair < HEAD_DIM / 2u; pair++) {
+                dot += score_pair(q_row, pair, unpack2x16float(cache[k_row + pair]));
             }
             if (HEAD_DIM % 2u == 1u) {
                 dot += attend_q[q_row + HEAD_DIM - 1u] * unpack2x16float(cache[k_row + PAIRS - 1u]).x;
