@@ -39,6 +39,12 @@ def _bodies(source: str) -> dict[str, tuple[bool, str]]:
     return found
 
 
+def storage_bindings(source: str) -> dict[str, int]:
+    """Each storage buffer variable of a WGSL source -> its binding number, read or not."""
+    return {name: int(binding) for binding, kind, name, _ in BINDING.findall(_without_comments(source))
+            if kind.startswith("storage")}
+
+
 def entry_points(source: str) -> dict[str, EntryPointText]:
     """Each compute entry point of a WGSL source with the uniform struct and storage buffers it uses,
     through the functions it calls too."""

@@ -1,9 +1,10 @@
 """Every WGSL entry point the engine dispatches, declared once: its module (a file of ``shaders/``, or
 files joined by ``+``: ``engine.gpu.kernels.module_source``), the storage buffers it binds
-at 1.. (named as the WGSL names them) and its parameter struct at binding 0, field by field with the
-field's WGSL type. ``pack_into`` packs a dispatch's parameters by those types, so an int can't reach
-an ``f32`` field as its bit pattern, nor a float a ``u32``; a test reads the shaders and checks each
-declaration against them (``tests/gpu/test_entry_points.py``).
+at 1.. (named as the WGSL names them; with the parameters they are its pipeline's layout, so a kernel
+may leave one unread) and its parameter struct at binding 0, field by field with the field's WGSL type.
+``pack_into`` packs a dispatch's parameters by those types, so an int can't reach an ``f32`` field as
+its bit pattern, nor a float a ``u32``; a test reads the shaders and checks each declaration against
+them (``tests/gpu/test_entry_points.py``).
 
 A fast version (``needs`` device features) stands beside the portable one it replaces, with the same
 bindings and parameters; ``engine.gpu.fast`` decides, by probing, which fast versions a device runs.
@@ -141,3 +142,5 @@ FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEM
 """Each portable entry point that has a fast version, and that version."""
 
 ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]
+BY_NAME = {(entry_point.file, entry_point.entry): entry_point for entry_point in ALL}
+"""Each declaration by its module and entry point, the names a pipeline is built by."""

@@ -3,7 +3,10 @@
 A pipeline is named by (shader module, entry point, override constants); a module is a file of
 ``shaders/`` or several joined (``module_source``). Override constants are how
 one WGSL source serves several variants (workgroup size, weight type, epilogue) without string
-templating, so naga validates the same text that the tests exercise.
+templating, so naga validates the same text that the tests exercise. Its layout is its entry point's
+declaration (``engine.gpu.entry_points``): the parameters at binding 0, then every storage buffer the
+declaration names, read-only or not as the WGSL declares it, whether or not the entry point reads it, so
+that the recorder binds a dispatch's buffers by the declaration alone.
 
 A start builds in the background what the last starts used: the registry lists every pipeline it
 builds in a file (``known``, one per adapter and version of the shaders), and the next registry on
@@ -31,6 +34,10 @@ from sayso.engine.errors import GpuError
 from sayso.engine.files import checksum, write_text_atomically
 from sayso.engine.gpu import native
 from sayso.engine.gpu.device import Device
+from sayso.engine.gpu.entry_points import BY_NAME
+
+STORAGE = re.compile(r"@binding\(\d+\)\s*var<storage,\s*(read|read_write)>\s*(\w+)")
+"""A storage buffer's declaration in WGSL: its access mode and its name."""
 
 BUILD_THREADS = 8
 
@@ -68,6 +75,7 @@ class Kernels:
         self.pipelines: dict[tuple, wgpu.GPUComputePipeline] = {}
         self.building: dict[tuple, Future] = {}  # pipelines that worker threads are building
         self.by_call: dict[tuple, wgpu.GPUComputePipeline] = {}  # (file, entry, *constants as passed) ->
+        self.layouts: dict[tuple[str, str], wgpu.GPUPipelineLayout] = {}  # (file, entry) ->
         self.lock = threading.Lock()  # the dicts above, between the caller and the workers
         if known is not None:
             self._build_ahead(self._read_known())
@@ -117,7 +125,8 @@ class Kernels:
             compute["constants"] = {name: float(value) for name, value in constants}
         label = f"{file}:{entry}" + "".join(f" {name}={value:g}" for name, value in constants)
         try:
-            pipeline = self.device.device.create_compute_pipeline(layout="auto", compute=compute, label=label)
+            layout = self._layout(file, entry)
+            pipeline = self.device.device.create_compute_pipeline(layout=layout, compute=compute, label=label)
         except wgpu.GPUError as error:  # a lost device is said as for any call
             raise self.device.failure(f"building kernel {label}", error,
                                       f"Kernel {file}:{entry} {dict(constants)} fails to build: {error}") from None
@@ -125,6 +134,28 @@ class Kernels:
             self.pipelines[key] = pipeline
             self.building.pop(key, None)
         return pipeline
+
+    def _layout(self, file: str, entry: str) -> wgpu.GPUPipelineLayout:
+        """The pipeline layout of ``entry`` in module ``file`` as ``engine.gpu.entry_points`` declares it."""
+        with self.lock:
+            layout = self.layouts.get((file, entry))
+        if layout is not None:
+            return layout
+        declared = BY_NAME.get((file, entry))
+        if declared is None:
+            raise ValueError(f"{file}:{entry} is not declared in engine.gpu.entry_points")
+        writable = {name: access == "read_write"
+                    for access, name in STORAGE.findall(re.sub(r"//[^\n]*", "", module_source(file)))}
+        compute = wgpu.ShaderStage.COMPUTE
+        entries = [{"binding": 0, "visibility": compute, "buffer": {"type": wgpu.BufferBindingType.uniform}}]
+        entries += [{"binding": number, "visibility": compute,
+                     "buffer": {"type": wgpu.BufferBindingType.storage if writable[name]
+                                else wgpu.BufferBindingType.read_only_storage}}
+                    for number, name in enumerate(declared.bindings, start=1)]
+        device = self.device.device
+        layout = device.create_pipeline_layout(bind_group_layouts=[device.create_bind_group_layout(entries=entries)])
+        with self.lock:
+            return self.layouts.setdefault((file, entry), layout)
 
     def _build_ahead(self, keys: list[tuple]) -> None:
         """Start building ``keys`` on worker threads; ``pipeline`` waits for one that isn't done."""
