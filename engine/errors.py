@@ -42,7 +42,6 @@ class AudioError(SaysoError):
     def __init__(self, path, problem: str, hint: str = "Check that it is an audio or video file and not damaged."):
         self.path = str(path)
         self.problem = problem
-        self.hint = hint
         super().__init__(f"{self.path}: {problem}. {hint}".strip())
 
 
