@@ -138,9 +138,7 @@ class PrivateCopy:
             while self.copied < end and not self._stopped:  # page cache to page cache: no pass through Python
                 sent = os.sendfile(self._memfd, self._file, self.copied, min(end - self.copied, chunk or end))
                 if sent == 0:
-                    now = os.fstat(self._file).st_size
-                    problem = f"changed while it was being read (it was {self.size} bytes, is {now} now)"
-                    self._error = (problem, _CHANGED)
+                    self._error = _changed(self.size, os.fstat(self._file).st_size)
                     return
                 with self._progress:
                     self.copied += sent  # sendfile writes at the memfd's own position, which moves on with it
@@ -354,10 +352,10 @@ class ModelFile:
                 done = 0
                 while done < len(into) and (got := f.readinto(into[done:])):
                     done += got
+                if done < len(into):  # it shrank after it was opened
+                    raise ModelFileError(self.path, *_changed(self._copy.identity[2], os.fstat(f.fileno()).st_size))
             except OSError as e:
                 raise ModelFileError(self.path, f"can't be read ({e.strerror or e})") from None
-        if done < len(into):  # it shrank after it was opened
-            raise ModelFileError(self.path, "changed while it was being read", _CHANGED)
 
     def _release_rows(self, name: str, offset: int, nbytes: int, rows: int, start: int = 0,
                       stop: int | None = None) -> None:
@@ -412,10 +410,14 @@ def _open_unchanged(path: Path, identity: tuple[int, ...]) -> int:
     if _identity(now) == identity:
         return fd
     os.close(fd)
-    size = identity[2]
-    problem = "changed while it was being read" + (f" (it was {size} bytes, is {now.st_size} now)"
-                                                   if now.st_size != size else "")
-    raise ModelFileError(path, problem, _CHANGED)
+    raise ModelFileError(path, *_changed(identity[2], now.st_size))
+
+
+def _changed(size: int, now: int) -> tuple[str, str]:
+    """ModelFileError's problem and hint for a file that changed after it was opened at ``size`` bytes
+    and is ``now`` bytes long (the sizes said where they differ)."""
+    sizes = f" (it was {size} bytes, is {now} now)" if now != size else ""
+    return f"changed while it was being read{sizes}", _CHANGED
 
 
 def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
