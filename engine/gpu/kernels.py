@@ -19,6 +19,7 @@ again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import logging
@@ -53,6 +54,14 @@ def module_source(module: str) -> str:
     """The WGSL of ``module``: a file of ``shaders/``, or several joined by ``+`` (``reduce_subgroup.wgsl+
     norm.wgsl``: kernels after the helpers they call, which another module takes from another file)."""
     return "\n".join((shaders_dir() / file).read_text() for file in module.split("+"))
+
+
+@functools.cache
+def writable_storage(module: str) -> dict[str, bool]:
+    """Each storage buffer of ``module`` by name -> whether its WGSL declares it ``read_write``; read once
+    per module, for all of its entry points' layouts."""
+    source = re.sub(r"//[^\n]*", "", module_source(module))
+    return {name: access == "read_write" for access, name in STORAGE.findall(source)}
 
 
 def known_pipelines_file(device: Device, folder: Path) -> Path:
@@ -144,8 +153,7 @@ class Kernels:
         declared = BY_NAME.get((file, entry))
         if declared is None:
             raise ValueError(f"{file}:{entry} is not declared in engine.gpu.entry_points")
-        writable = {name: access == "read_write"
-                    for access, name in STORAGE.findall(re.sub(r"//[^\n]*", "", module_source(file)))}
+        writable = writable_storage(file)
         compute = wgpu.ShaderStage.COMPUTE
         entries = [{"binding": 0, "visibility": compute, "buffer": {"type": wgpu.BufferBindingType.uniform}}]
         entries += [{"binding": number, "visibility": compute,

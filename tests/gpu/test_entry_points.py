@@ -7,8 +7,8 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-import wgpu
 import pytest
+import wgpu
 
 from sayso.engine.gpu import entry_points as declared
 from sayso.engine.gpu.entry_points import FAST_VERSIONS, LAYER_NORM, SOFTMAX, EntryPoint
