@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import tempfile
@@ -82,23 +83,27 @@ def _x_alive(display: str) -> bool:
 
 
 def start_xvfb() -> XServer:
-    """The X display in $DISPLAY if one answers, else a new Xvfb on the first free display number."""
+    """The X display in $DISPLAY if one answers, else a new Xvfb on a display number it claims itself
+    (``-displayfd``): two test runs starting at once must not both pick the first free number and
+    share one server, where each run's keystrokes reach the other's windows."""
     require("Xvfb", "xdotool")
     current = os.environ.get("DISPLAY")
     if current and _x_alive(current):
         return XServer(current)
-    number = next(
-        n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists()
-    )
-    display = f":{number}"
+    chosen, told = os.pipe()
     process = subprocess.Popen(
-        ["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        ["Xvfb", "-displayfd", str(told), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        pass_fds=(told,),
     )
+    os.close(told)
     try:
+        with os.fdopen(chosen) as number:
+            _wait(lambda: select.select([number], [], [], 0)[0], 15, "Xvfb to choose a display")
+            display = f":{number.readline().strip()}"
         _wait(lambda: _x_alive(display), 15, f"Xvfb on {display}")
-    except RuntimeError:
+    except (RuntimeError, ValueError):
         process.kill()
         raise
     return XServer(display, process)
