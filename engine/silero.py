@@ -7,8 +7,8 @@ Per window of 512 samples (32 ms) with the 64 before it as context, [576]:
     -> 128 channels) -> [128]; an LSTM cell (128) carried from window to window; ReLU, a 1x1 conv
     and a sigmoid -> the probability that the window holds speech.
 
-Everything before the LSTM depends on its own window only, so a run of windows goes through it as one
-batch of matrix products, and only the cell steps one window at a time (``_lstm``): several times
+Everything before the LSTM depends on its own window only, so a run of windows goes through it in
+batches of matrix products, and only the cell steps one window at a time (``_lstm``): several times
 faster than onnxruntime running Silero's own graph once per window. That graph stays the reference
 the tests compare with (tests/engine/test_vad.py). The cell's loop is numpy's, not an ONNX Runtime LSTM
 node: the node steps faster, but importing ONNX Runtime for it alone raised a GPU process's peak
@@ -33,6 +33,7 @@ STATE_SHAPE = (2, 1, 128)  # the LSTM's (h, c), as the ONNX model takes and retu
 _BRANCH = "If_0_then_branch__Inline_0__"  # the ONNX graph's 16 kHz branch (the other is 8 kHz)
 _N_FFT, _HOP = 256, 128
 _STRIDES = (1, 2, 2, 1)
+BLOCK = 128  # windows (4 s) through the network's batched part at a time (``run``)
 
 
 class SileroModel:
@@ -82,14 +83,19 @@ class SileroModel:
 
     def run(self, windows: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Speech probabilities [n] of ``windows`` [n, CONTEXT + WINDOW], in order, from the LSTM
-        ``state`` [2, 1, 128]; returns them and the state after the last window."""
+        ``state`` [2, 1, 128]; returns them and the state after the last window.
+
+        ``BLOCK`` windows at a time: a 30 s piece's windows encoded in one batch made their intermediates
+        the largest allocation a GPU transcription makes on the host, and so its peak memory."""
         if not len(windows):
             return np.zeros(0, np.float32), state
-        features = self._encode(np.asarray(windows, np.float32))  # [n, 128]
-        state = np.asarray(state, np.float32).reshape(2, 128)
-        outputs, h, c = self._lstm(features @ self.w_in + self.b_in, state[0], state[1])
-        probabilities = sigmoid(np.maximum(outputs, 0.0) @ self.w_out + self.b_out)
-        return probabilities, np.stack([h, c]).reshape(STATE_SHAPE)
+        h, c = np.asarray(state, np.float32).reshape(2, 128)
+        probabilities = []
+        for start in range(0, len(windows), BLOCK):
+            features = self._encode(np.asarray(windows[start : start + BLOCK], np.float32))  # [block, 128]
+            outputs, h, c = self._lstm(features @ self.w_in + self.b_in, h, c)
+            probabilities.append(sigmoid(np.maximum(outputs, 0.0) @ self.w_out + self.b_out))
+        return np.concatenate(probabilities), np.stack([h, c]).reshape(STATE_SHAPE)
 
     def _lstm(self, gates_in: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The cell over ``gates_in`` [n >= 1, 512] (each window's input share of the gates) from h, c [128]:
