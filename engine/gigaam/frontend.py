@@ -13,6 +13,7 @@ import numpy as np
 
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.gigaam.config import GigaamConfig
+from sayso.engine.spectrum import power_spectrum
 
 
 class Frontend:
@@ -32,7 +33,6 @@ class Frontend:
         n_frames = self.frames(len(pcm))
         frames = np.lib.stride_tricks.sliding_window_view(np.asarray(pcm, np.float64), c.win_length)
         frames = frames[:: c.hop_length][:n_frames]
-        spectrum = np.fft.rfft(frames * self.window, n=c.n_fft, axis=-1)
-        power = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
+        power = power_spectrum(frames, self.window, c.n_fft)
         mel = self.filterbank @ power.T
         return np.log(np.clip(mel, c.log_clamp_min, c.log_clamp_max)).astype(np.float32)

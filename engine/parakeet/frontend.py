@@ -14,6 +14,7 @@ import numpy as np
 
 from sayso.engine.convert.mel import mel_filterbank
 from sayso.engine.parakeet.config import ParakeetConfig
+from sayso.engine.spectrum import power_spectrum
 
 LOG_GUARD = 2.0**-24  # NeMo's log_zero_guard_value
 NORMALIZE_EPS = 1e-5
@@ -38,15 +39,15 @@ class Frontend:
     def __call__(self, pcm: np.ndarray) -> np.ndarray:
         """pcm: 16 kHz mono float [n] -> float32 [n_mels, n // hop + 1]."""
         c = self.config
-        x = np.asarray(pcm, dtype=np.float64)
-        if c.pre_emphasis:
-            x = np.concatenate([x[:1], x[1:] - c.pre_emphasis * x[:-1]])
         half = c.n_fft // 2
-        padded = np.pad(x, half)
+        padded = np.zeros(len(pcm) + 2 * half)  # float64, the centred frames' zeros on both sides
+        x = padded[half : half + len(pcm)]
+        x[:] = pcm
+        if c.pre_emphasis:
+            x[1:] -= c.pre_emphasis * x[:-1]
         n_frames = self.frames(len(x))
         frames = np.lib.stride_tricks.sliding_window_view(padded, c.n_fft)[:: c.hop_length][:n_frames]
-        spectrum = np.fft.rfft(frames * self.window, axis=-1)
-        power = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
+        power = power_spectrum(frames, self.window, c.n_fft)
         mel = np.log(self.filterbank @ power.T + np.float32(LOG_GUARD))  # [n_mels, T]
         valid = n_frames - 1  # the last centred frame is padding
         mel[:, valid:] = 0.0
