@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sayso.engine import models
+from sayso.engine import models, reference
 from sayso.engine.audio import load_audio
 from sayso.engine.backend import DeviceChoice
 from sayso.engine.cpu.ops import whisper_allowed_logits
@@ -95,8 +95,8 @@ def transcribe_cpp_run(model_path: Path, pcm: np.ndarray, folder: Path, prefix: 
     np.save(folder / "pcm.npy", pcm)
     dumps_dir = folder / "dumps"
     dumps_dir.mkdir()
-    script = ("import json, sys, numpy, transcribe_cpp; "
-              "r = transcribe_cpp.Model(sys.argv[1]).session().run(numpy.load(sys.argv[2]), prefix=sys.argv[3] or None); "
+    script = ("import json, sys, numpy, transcribe_cpp; from sayso.engine import reference; "
+              "r = reference.transcribe(transcribe_cpp.Model(sys.argv[1]), numpy.load(sys.argv[2]), prefix=sys.argv[3] or None); "
               "print(json.dumps([[(t.id, t.t0_ms) for t in r.tokens], r.text]))")
     env = dict(os.environ, TRANSCRIBE_DUMP_DIR=str(dumps_dir))
     run = subprocess.run([sys.executable, "-c", script, str(model_path), str(folder / "pcm.npy"), prefix or ""],
@@ -309,7 +309,7 @@ class Evaluator:
         if self.recorder is not None:
             self.recorder.clear()
         ours = self.engine.transcribe(pcm)
-        their_pieces = [self.reference.session().run(piece).text.strip() for _, piece in cut]
+        their_pieces = [reference.transcribe(self.reference, piece).text.strip() for _, piece in cut]
         theirs = " ".join(text for text in their_pieces if text)
         result = ClipResult(clip.file, clip.reference, ours.text, theirs,
                             count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs))

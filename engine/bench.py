@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+from sayso.engine import reference
 from sayso.engine.stream import FEED_SECONDS
 
 SAMPLE_RATE = 16000
@@ -36,8 +37,9 @@ def _open(engine: str, model: str):
         import transcribe_cpp
 
         backend = engine.removeprefix("transcribe-cpp-")
-        session = transcribe_cpp.Model(model, backend=backend).session()
-        return (lambda pcm: session.run(pcm).text), f"transcribe.cpp {transcribe_cpp.native_version()} ({backend})"
+        peer = transcribe_cpp.Model(model, backend=backend)
+        session, options = peer.session(), reference.run_options(peer)  # the decoding ours does
+        return (lambda pcm: session.run(pcm, **options).text), f"transcribe.cpp {transcribe_cpp.native_version()} ({backend})"
     if engine == "faster-whisper-cpu":
         return _open_faster_whisper(model)
     raise SystemExit(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")

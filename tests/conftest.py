@@ -200,7 +200,9 @@ def reference_tokens(path, pcm) -> tuple[list[tuple[int, int]], str]:
     """transcribe.cpp's token ids with their start times (ms), and its text, for a model file and audio."""
     import transcribe_cpp
 
-    result = transcribe_cpp.Model(str(path)).session().run(pcm)
+    from sayso.engine import reference
+
+    result = reference.transcribe(transcribe_cpp.Model(str(path)), pcm)
     return [(t.id, t.t0_ms) for t in result.tokens], result.text
 
 

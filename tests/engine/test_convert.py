@@ -21,6 +21,7 @@ from sayso.engine.convert import convert
 from sayso.engine.convert.ct2 import read_model_bin
 from sayso.engine.errors import ModelFileError, SaysoError
 from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.reference import transcribe as run_transcribe_cpp
 
 from conftest import AUDIO, JFK_WORDS, REFERENCE_GGUF, REFERENCE_GGUF_NAME, SHIPPED, TEST_DATA, words
 
@@ -36,7 +37,7 @@ def transcribe(path: Path) -> str:
 
     pcm, rate = sf.read(JFK, dtype="float32")
     assert rate == 16000
-    return transcribe_cpp.Model(str(path)).session().run(pcm).text
+    return run_transcribe_cpp(transcribe_cpp.Model(str(path)), pcm).text
 
 
 @functools.cache

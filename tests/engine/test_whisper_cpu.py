@@ -16,6 +16,7 @@ from conftest import AUDIO, TINY_EN_GGUF, needs_clips
 from sayso.engine.accuracy import Clip, Evaluator, clip_lines
 from sayso.engine.audio import load_audio
 from sayso.engine.gguf.reader import ModelFile
+from sayso.engine.reference import transcribe
 from sayso.engine.whisper.decode import DecodingResult, decode_window, split_segments, transcribe_window
 from sayso.engine.whisper.frontend import log_mel
 from sayso.engine.whisper.model import WhisperModel
@@ -63,7 +64,7 @@ def test_jfk_text_segments_and_timestamps(model, tokenizer, reference, window_me
     pcm = load_audio(AUDIO / "jfk.wav")
     mel = window_mel(pcm)
     result = decode_window(model, tokenizer, model.encode(mel))
-    assert tokenizer.decode(result.tokens, skip_special=False) == JFK_RAW == reference.session().run(pcm).raw_text
+    assert tokenizer.decode(result.tokens, skip_special=False) == JFK_RAW == transcribe(reference, pcm).raw_text
     assert result.no_speech_prob < 0.1 and result.avg_logprob > -0.5
 
     segments, language, last_timestamp = transcribe_window(model, tokenizer, mel, duration=len(pcm) / 16000)
@@ -98,7 +99,7 @@ def test_initial_prompt_equals_transcribe_cpp(model, tokenizer, reference, windo
     prompt = "Sense and Sensibility. He was not an ill-disposed young man."
     segments, _, _ = transcribe_window(model, tokenizer, window_mel(pcm), prompt=prompt)
     text = " ".join(s.text for s in segments)
-    assert text == reference.session().run(pcm, prompt=prompt).text == "He was not an ill-disposed young man."
+    assert text == transcribe(reference, pcm, prompt=prompt).text == "He was not an ill-disposed young man."
 
 
 def test_noise_window_is_skipped_as_no_speech(model, tokenizer, reference, window_mel):
@@ -106,7 +107,7 @@ def test_noise_window_is_skipped_as_no_speech(model, tokenizer, reference, windo
     result = decode_window(model, tokenizer, model.encode(window_mel(pcm)))
     assert result.no_speech_prob > 0.6 and result.avg_logprob < -1.0  # it did hallucinate, unsure
     assert transcribe_window(model, tokenizer, window_mel(pcm), duration=5.0) == ([], "en", None)
-    assert reference.session().run(pcm).text == ""
+    assert transcribe(reference, pcm).text == ""
 
 
 @needs_clips("beckett.wav")
