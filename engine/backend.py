@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from sayso.engine.errors import GpuError, SaysoError
@@ -42,8 +43,9 @@ def import_gpu_backend(device: DeviceChoice, part: Literal["device", "ops"]) -> 
         pass
 
 
-def make_ops(device: DeviceChoice = "auto") -> Backend:
-    """Open the backend for ``device``; ``auto`` falls back to numpy with a log line saying why. A GPU
+def make_ops(device: DeviceChoice = "auto", model: Path | None = None) -> Backend:
+    """Open the backend for ``device``, to run ``model`` (a GPU builds ahead the kernels that file used
+    at its last start); ``auto`` falls back to numpy with a log line saying why. A GPU
     backend's device may still be opening (``engine.gpu.Device``): a device that won't open raises
     ``DeviceOpenError`` where it is first used, loading the model (``Engine`` falls back there)."""
     if device not in ("auto", "gpu", "cpu"):
@@ -57,7 +59,7 @@ def make_ops(device: DeviceChoice = "auto") -> Backend:
         gpu = Device()
         from sayso.engine.gpu import GpuOps  # imported meanwhile by the caller, if it could (Engine does)
 
-        ops = GpuOps(gpu, kernels_dir=cache_dir() / "kernels")
+        ops = GpuOps(gpu, kernels_dir=cache_dir() / "kernels", model=model)
     except GpuError as error:
         if device == "gpu":
             raise

@@ -115,7 +115,7 @@ class Engine:
         # (``engine.gpu.instance``), the kernels' after the header (``import_gpu_backend``).
         import_gpu_backend(device, "device")
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-load") as background:
-            opened = background.submit(make_ops, device)
+            opened = background.submit(make_ops, device, path)
             self.model_file = ModelFile(path)
             families.family(self.model_file)  # its modules import while the device opens, too
             import_gpu_backend(device, "ops")

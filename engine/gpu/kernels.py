@@ -9,9 +9,9 @@ declaration names, read-only or not as the WGSL declares it, whether or not the 
 that the recorder binds a dispatch's buffers by the declaration alone.
 
 A start builds in the background what the last starts used: the registry lists every pipeline it
-builds in a file (``known``, one per adapter and version of the shaders), and the next registry on
-that adapter builds the listed ones on worker threads as soon as it is made, while the model's
-weights upload. wgpu-native compiles without holding the GIL, so they build in parallel, and the
+builds in a file (``known``, one per adapter, version of the shaders and model file), and the next
+registry on that adapter for that model builds the listed ones on worker threads as soon as it is
+made, while the model's weights upload. wgpu-native compiles without holding the GIL, so they build in parallel, and the
 first transcription finds them ready or nearly (it waits for one still building). The GPU driver
 keeps its own cache of compiled shaders on disk (NVIDIA's, Mesa's), which makes each build cheaper
 again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own.
@@ -64,12 +64,22 @@ def writable_storage(module: str) -> dict[str, bool]:
     return {name: access == "read_write" for access, name in STORAGE.findall(source)}
 
 
-def known_pipelines_file(device: Device, folder: Path) -> Path:
-    """``folder/<adapter>-<hash of the shaders>.json``: a list that only this adapter and this
-    version of the WGSL read, so a listed pipeline always still exists and compiles."""
+def known_pipelines_file(device: Device, folder: Path, model: Path | None = None) -> Path:
+    """``folder/<adapter>-<hash of the shaders>[-<hash of the model file's name and size>].json``: a list
+    that only this adapter and this version of the WGSL read, so a listed pipeline always still exists
+    and compiles. With ``model``, one list per model file: a start builds ahead what that model used,
+    not the union of what every model run on the adapter used, whose pipelines each hold host memory
+    and are built on the threads the weights' upload needs too."""
     shaders = b"".join(path.name.encode() + b"\0" + path.read_bytes() for path in sorted(shaders_dir().glob("*.wgsl")))
     adapter = re.sub(r"[^A-Za-z0-9]+", "-", device.info["device"]).strip("-").lower()
-    return folder / f"{adapter}-{checksum(shaders)}.json"
+    name = f"{adapter}-{checksum(shaders)}"
+    if model is not None:
+        try:
+            size = model.stat().st_size
+        except OSError:  # the load that follows says what is wrong with the file
+            size = 0
+        name += f"-{checksum(f'{model.name}:{size}'.encode())}"
+    return folder / f"{name}.json"
 
 
 class Kernels:

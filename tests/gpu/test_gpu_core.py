@@ -304,6 +304,28 @@ def test_pipelines_built_once_are_built_ahead_at_the_next_start(gpu_ops, tmp_pat
     assert "Ignoring the list of kernels" in caplog.text
 
 
+def test_each_model_file_builds_ahead_only_what_it_used(gpu_ops, tmp_path):
+    """The list is kept per model file (its name and size): a start of one model builds ahead none of
+    the pipelines another model's starts built."""
+    from sayso.engine.gpu.kernels import Kernels, known_pipelines_file
+
+    whisper, parakeet = tmp_path / "whisper.gguf", tmp_path / "parakeet.gguf"
+    whisper.write_bytes(b"w" * 10)
+    parakeet.write_bytes(b"p" * 20)
+    lists = tmp_path / "kernels"
+    lists.mkdir()
+    for_whisper = known_pipelines_file(gpu_ops.device, lists, whisper)
+    Kernels(gpu_ops.device, for_whisper).pipeline("mark.wgsl")
+    for_parakeet = known_pipelines_file(gpu_ops.device, lists, parakeet)
+    adapter_and_shaders = known_pipelines_file(gpu_ops.device, lists).stem
+    assert for_parakeet != for_whisper
+    assert all(listed.stem.startswith(adapter_and_shaders + "-") for listed in (for_whisper, for_parakeet))
+    assert not Kernels(gpu_ops.device, for_parakeet).building
+    assert Kernels(gpu_ops.device, known_pipelines_file(gpu_ops.device, lists, whisper)).building
+    parakeet.write_bytes(b"p" * 21)  # another file by the same name
+    assert known_pipelines_file(gpu_ops.device, lists, parakeet) != for_parakeet
+
+
 @pytest.mark.parametrize("checks", ["0", "1", "2"])
 def test_modules_made_with_fewer_runtime_checks_compute_the_same(gpu_ops, monkeypatch, checks):
     """``SAYSO_SHADER_CHECKS`` makes modules through wgpu-native's trusted path with only those of naga's

@@ -30,13 +30,15 @@ class GpuOpsBase(Backend):
     def max_tensor_bytes(self) -> int:
         return self.device.max_binding
 
-    def __init__(self, device: Device | None = None, kernels_dir: Path | None = None) -> None:
+    def __init__(self, device: Device | None = None, kernels_dir: Path | None = None,
+                 model: Path | None = None) -> None:
         """``kernels_dir``: where to list the pipelines built, so the next start builds them ahead
-        (``engine.gpu.kernels``); not on a software adapter, whose few cores the work needs."""
+        (``engine.gpu.kernels``), a list for each ``model`` file; not on a software adapter, whose few
+        cores the work needs."""
         self.device = device or Device()
         known = None
         if kernels_dir is not None and not self.device.is_cpu:
-            known = known_pipelines_file(self.device, kernels_dir)
+            known = known_pipelines_file(self.device, kernels_dir, model)
         self.kernels = Kernels(self.device, known)
         self.pool = BufferPool(self.device)
         self.fast = FastTier(self)
