@@ -96,7 +96,8 @@ def transcribe_cpp_run(model_path: Path, pcm: np.ndarray, folder: Path, prefix: 
     dumps_dir = folder / "dumps"
     dumps_dir.mkdir()
     script = ("import json, sys, numpy, transcribe_cpp; from sayso.engine import reference; "
-              "r = reference.transcribe(transcribe_cpp.Model(sys.argv[1]), numpy.load(sys.argv[2]), prefix=sys.argv[3] or None); "
+              "r = reference.transcribe(transcribe_cpp.Model(sys.argv[1]), numpy.load(sys.argv[2]), "
+              "prefix=sys.argv[3] or None); "
               "print(json.dumps([[(t.id, t.t0_ms) for t in r.tokens], r.text]))")
     env = dict(os.environ, TRANSCRIBE_DUMP_DIR=str(dumps_dir))
     run = subprocess.run([sys.executable, "-c", script, str(model_path), str(folder / "pcm.npy"), prefix or ""],

@@ -39,7 +39,8 @@ def _open(engine: str, model: str):
         backend = engine.removeprefix("transcribe-cpp-")
         peer = transcribe_cpp.Model(model, backend=backend)
         session, options = peer.session(), reference.run_options(peer)  # the decoding ours does
-        return (lambda pcm: session.run(pcm, **options).text), f"transcribe.cpp {transcribe_cpp.native_version()} ({backend})"
+        description = f"transcribe.cpp {transcribe_cpp.native_version()} ({backend})"
+        return (lambda pcm: session.run(pcm, **options).text), description
     if engine == "faster-whisper-cpu":
         return _open_faster_whisper(model)
     raise SystemExit(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
