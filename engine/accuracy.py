@@ -16,9 +16,10 @@ difference is a **near-tie** when the two engines disagree about its two tokens 
 ``NEAR_TIE_LOGITS``: our pick's lead over transcribe.cpp's pick in our logits, plus transcribe.cpp's
 pick's lead over ours in its logits after the same text (``their_margin``). transcribe.cpp's side is
 read from its dumped logits (``TRANSCRIBE_DUMP_DIR``) in a run forced through the common text with its
-``prefix`` option (Whisper only: its Moonshine takes no prefix; then only our side counts). A forced
-prefix is decoded without timestamps, so transcribe.cpp's lead there is measured in a slightly other
-context than the one the texts parted in.
+``prefix`` option. A forced prefix is decoded without timestamps, so transcribe.cpp's lead there is
+measured in a slightly other context than the one the texts parted in. Its Moonshine takes no prefix:
+there its side is measured only where the texts part at the first token, from the first decoder step of
+a plain run (a dump keeps a tensor's first value); elsewhere only our side counts.
 
 transcribe.cpp returns text, not token ids, so texts are compared byte by byte: the first differing
 step is the first of our sampled text tokens that doesn't continue transcribe.cpp's text, and its pick
@@ -122,6 +123,15 @@ def their_logits_after(model_path: Path, pcm: np.ndarray, prefix: str) -> np.nda
             return None
     rows = dumps.get("dec.logits_raw")
     return None if rows is None or rows.ndim != 2 else rows[-1]
+
+
+def their_first_logits(model_path: Path, pcm: np.ndarray) -> np.ndarray | None:
+    """transcribe.cpp's logits [n_vocab] (before any rule) at the first decoder step on ``pcm``, before
+    any text token: its dump keeps the first value of each tensor. None where the dump has no such row."""
+    with tempfile.TemporaryDirectory() as folder:
+        dumps, _, _ = transcribe_cpp_run(model_path, pcm, Path(folder))
+    first = dumps.get("dec.logits_raw")
+    return None if first is None or first.ndim != 1 else first
 
 
 def default_audio_dir() -> Path:
@@ -306,7 +316,8 @@ class Evaluator:
         pcm = load_audio(audio_dir / clip.file)
         if self.transform is not None:
             pcm = self.transform(pcm)
-        cut = list(pieces([pcm], max_seconds=self.engine.transcriber.window_seconds))  # (start s, pcm), as the engine cuts
+        # (start s, pcm), as the engine cuts
+        cut = list(pieces([pcm], max_seconds=self.engine.transcriber.window_seconds))
         if self.recorder is not None:
             self.recorder.clear()
         ours = self.engine.transcribe(pcm)
@@ -370,8 +381,8 @@ class Evaluator:
     def moonshine_divergence(self, ours: Transcript, cut: list[tuple[float, np.ndarray]],
                              their_pieces: list[str]) -> Divergence | None:
         """The first piece whose texts differ, decoded again forced through our tokens up to the step
-        where our text leaves transcribe.cpp's; our logits there (transcribe.cpp's Moonshine takes no
-        prefix, so only our side is measured)."""
+        where our text leaves transcribe.cpp's; our logits there, and transcribe.cpp's where that is the
+        first step (its Moonshine takes no prefix to force it further)."""
         transcriber, tokenizer = self.engine.transcriber, self.tokenizer
         model = transcriber.model
         ends = [start for start, _ in cut[1:]] + [float("inf")]
@@ -401,10 +412,13 @@ class Evaluator:
                 return Divergence(index, step, tokenizer.decode([ours_id]), "", [], float("inf"))
             theirs_id = max(candidates, key=lambda t: logits[t])
             runner_up = int(np.argsort(-logits, kind="stable")[1])
+            after = their_first_logits(self.path, piece) if step == 0 else None
             return Divergence(index, step, tokenizer.token_bytes(ours_id).decode(errors="replace"),
                               tokenizer.token_bytes(theirs_id).decode(errors="replace"),
-                              [(tokenizer.token_bytes(i).decode(errors="replace"), float(logits[i])) for i in (ours_id, runner_up)],
-                              float(logits[ours_id] - logits[theirs_id]))
+                              [(tokenizer.token_bytes(i).decode(errors="replace"), float(logits[i]))
+                               for i in (ours_id, runner_up)],
+                              float(logits[ours_id] - logits[theirs_id]),
+                              None if after is None else float(after[theirs_id] - after[ours_id]))
         return None
 
 

@@ -68,9 +68,10 @@ def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, audio_set
         assert count["wer_ours"] <= MAX_WER[variant]
 
 
-def test_a_difference_is_measured_on_our_side(gguf):
+def test_a_difference_is_measured_on_both_sides_at_the_first_token_and_on_ours_after(gguf):
     """Where a transcript parts from ours, our piece is decoded again forced through our tokens up to
-    that step; transcribe.cpp's Moonshine takes no forced prefix, so its side is not measured."""
+    that step. transcribe.cpp's Moonshine takes no forced prefix, so its side is measured only where the
+    texts part at the first token, from its first decoder step."""
     evaluator = Evaluator(str(gguf["moonshine-tiny"]), device="cpu")
     pcm = audio.load_audio(AUDIO / "jfk.wav")
     ours = evaluator.engine.transcribe(pcm)
@@ -78,6 +79,10 @@ def test_a_difference_is_measured_on_our_side(gguf):
     divergence = evaluator.moonshine_divergence(ours, [(0.0, pcm)], [ours.text.replace("fellow", "yellow")])
     assert (divergence.window, divergence.ours.strip(), divergence.their_margin) == (0, "fellow", None)
     assert divergence.margin > NEAR_TIE_LOGITS and not divergence.near_tie
+
+    first = evaluator.moonshine_divergence(ours, [(0.0, pcm)], [ours.text.removeprefix("And ").capitalize()])
+    assert (first.step, first.ours.strip(), first.theirs.strip()) == (0, "And", "So")
+    assert first.their_margin < 0 and first.disagreement == first.margin  # transcribe.cpp too prefers "And"
     assert evaluator.moonshine_divergence(ours, [(0.0, pcm)], [ours.text]) is None
 
 
