@@ -116,22 +116,25 @@ def their_logits_after(model_path: Path, pcm: np.ndarray, prefix: str) -> np.nda
     or None where it can't say (no prefix, or a model family that takes none)."""
     if not prefix:
         return None
-    with tempfile.TemporaryDirectory() as folder:
-        try:
-            dumps, _, _ = transcribe_cpp_run(model_path, pcm, Path(folder), prefix)
-        except subprocess.CalledProcessError:
-            return None
-    rows = dumps.get("dec.logits_raw")
+    try:
+        rows = _their_raw_logits(model_path, pcm, prefix)
+    except subprocess.CalledProcessError:
+        return None
     return None if rows is None or rows.ndim != 2 else rows[-1]
 
 
 def their_first_logits(model_path: Path, pcm: np.ndarray) -> np.ndarray | None:
     """transcribe.cpp's logits [n_vocab] (before any rule) at the first decoder step on ``pcm``, before
     any text token: its dump keeps the first value of each tensor. None where the dump has no such row."""
-    with tempfile.TemporaryDirectory() as folder:
-        dumps, _, _ = transcribe_cpp_run(model_path, pcm, Path(folder))
-    first = dumps.get("dec.logits_raw")
+    first = _their_raw_logits(model_path, pcm)
     return None if first is None or first.ndim != 1 else first
+
+
+def _their_raw_logits(model_path: Path, pcm: np.ndarray, prefix: str | None = None) -> np.ndarray | None:
+    """The ``dec.logits_raw`` transcribe.cpp dumps in a run on ``pcm`` (forced through ``prefix``), if any."""
+    with tempfile.TemporaryDirectory() as folder:
+        dumps, _, _ = transcribe_cpp_run(model_path, pcm, Path(folder), prefix)
+    return dumps.get("dec.logits_raw")
 
 
 def default_audio_dir() -> Path:

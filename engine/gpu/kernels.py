@@ -12,9 +12,9 @@ A start builds in the background what the last starts used: the registry lists e
 builds in a file (``known``, one per adapter, version of the shaders and model file), and the next
 registry on that adapter for that model builds the listed ones on worker threads as soon as it is
 made, while the model's weights upload. wgpu-native compiles without holding the GIL, so they build
-in parallel, and the first transcription finds them ready or nearly (it waits for one still building). The GPU driver
-keeps its own cache of compiled shaders on disk (NVIDIA's, Mesa's), which makes each build cheaper
-again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own.
+in parallel, and the first transcription finds them ready or nearly (it waits for one still building).
+The GPU driver keeps its own cache of compiled shaders on disk (NVIDIA's, Mesa's), which makes each
+build cheaper again from the second start on; wgpu-py 0.32 offers no pipeline cache of its own.
 """
 
 from __future__ import annotations
