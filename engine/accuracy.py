@@ -5,9 +5,11 @@
 For each clip of ``DIR/transcripts.tsv`` (default ``$SAYSO_TEST_DATA/audio``, else the clips the
 repository ships in ``tests/data/audio``) the audio (16 kHz mono from ``engine.audio.load_audio``; ``--telephone``: its
 telephone-band version, ``telephone_band``) is transcribed by our ``Engine`` and by transcribe.cpp on
-the same GGUF file. transcribe.cpp is handed exactly the PCM our engine transcribes: the pieces the
-engine cuts a clip into (``engine.segmenter``; one piece below 30 s), each run on its own and the texts
-joined. Whisper and Moonshine models are compared.
+the same GGUF file. transcribe.cpp is handed exactly the PCM our engine transcribes. A Whisper clip goes
+whole to both, each reading it window after window as its own decode moves them (the windows each ran
+are counted for clips longer than one: ours from the engine, transcribe.cpp's from its profile); a
+Moonshine clip is cut by the engine into pieces (``engine.segmenter``; one piece below 30 s), each run
+on its own in transcribe.cpp and the texts joined.
 
 Where the texts differ, the first differing token is located and both engines' logits at that step
 are compared: both decoders are greedy, so a difference that starts where the two engines' best tokens
@@ -41,6 +43,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -109,6 +112,23 @@ def transcribe_cpp_run(model_path: Path, pcm: np.ndarray, folder: Path, prefix: 
         dumps[meta.stem] = np.fromfile(meta.with_suffix(".f32"), np.float32).reshape(shape)
     tokens, text = json.loads(run.stdout.splitlines()[-1])
     return dumps, [tuple(token) for token in tokens], text
+
+
+def their_windows(model_path: Path, pcm: np.ndarray) -> int:
+    """How many windows transcribe.cpp's encoder ran on ``pcm`` (its Whisper's profile, in a process of
+    its own: the profile is asked for by the environment, read when the library loads)."""
+    with tempfile.TemporaryDirectory() as folder:
+        np.save(Path(folder) / "pcm.npy", pcm)
+        script = ("import sys, numpy, transcribe_cpp; from sayso.engine import reference; "
+                  "transcribe_cpp.set_log_callback(lambda level, message: print(message)); "
+                  "reference.transcribe(transcribe_cpp.Model(sys.argv[1]), numpy.load(sys.argv[2]))")
+        run = subprocess.run([sys.executable, "-c", script, str(model_path), str(Path(folder) / "pcm.npy")],
+                             env=dict(os.environ, TRANSCRIBE_PERF_DEBUG="1"), check=True, capture_output=True,
+                             text=True)
+    found = re.search(r"encs=(\d+)", run.stdout)
+    if found is None:
+        raise SaysoError("transcribe.cpp's profile gave no count of encoder windows.")
+    return int(found.group(1))
 
 
 def their_logits_after(model_path: Path, pcm: np.ndarray, prefix: str) -> np.ndarray | None:
@@ -198,6 +218,7 @@ class ClipResult:
     ours_errors: ErrorCount
     theirs_errors: ErrorCount
     divergence: Divergence | None = None  # set when the texts differ
+    windows: tuple[int, int] | None = None  # encoder windows, ours and transcribe.cpp's (Whisper)
 
     @property
     def equal(self) -> bool:
@@ -319,8 +340,10 @@ class Evaluator:
         pcm = load_audio(audio_dir / clip.file)
         if self.transform is not None:
             pcm = self.transform(pcm)
-        # (start s, pcm), as the engine cuts
-        cut = list(pieces([pcm], max_seconds=self.engine.transcriber.window_seconds))
+        # (start s, pcm): Whisper's windows follow its text, in both engines, over the whole clip; other
+        # families' pieces are cut by the engine, and transcribe.cpp hears the same pieces
+        window = self.engine.transcriber.window_seconds
+        cut = [(0.0, pcm)] if self.recorder is not None else list(pieces([pcm], max_seconds=window))
         if self.recorder is not None:
             self.recorder.clear()
         ours = self.engine.transcribe(pcm)
@@ -328,6 +351,9 @@ class Evaluator:
         theirs = " ".join(text for text in their_pieces if text)
         result = ClipResult(clip.file, clip.reference, ours.text, theirs,
                             count_errors(clip.reference, ours.text), count_errors(clip.reference, theirs))
+        if self.recorder is not None:
+            long = len(pcm) > window * SAMPLE_RATE
+            result.windows = len(self.recorder.windows), their_windows(self.path, pcm) if long else 1
         if not result.equal:
             if self.recorder is not None:
                 result.divergence = self.whisper_divergence(ours, cut, their_pieces)
@@ -364,7 +390,8 @@ class Evaluator:
         ours_id, runner_up = (int(i) for i in np.argsort(-logits, kind="stable")[:2])  # first index on ties, as argmax
         theirs_id = max(self.continuations(their_bytes[at:]), key=lambda t: logits[t])
         index, prefix = piece_prefix(their_pieces, at)
-        after = their_logits_after(self.path, cut[index][1], prefix)
+        # transcribe.cpp forces a prefix into its first window only
+        after = their_logits_after(self.path, cut[index][1], prefix) if window == 0 else None
         return Divergence(
             window, step, tokenizer.token_text(ours_id), tokenizer.token_text(theirs_id),
             [(tokenizer.token_text(i), float(logits[i])) for i in (ours_id, runner_up)],
@@ -473,6 +500,8 @@ def clip_lines(r: ClipResult) -> list[str]:
         lines.append("  no sampled token differs: the texts differ in spacing, or no window was decoded")
     lines.append(f"  word errors: ours {r.ours_errors.errors}, theirs {r.theirs_errors.errors} "
                  f"of {r.ours_errors.words} words")
+    if r.windows is not None:
+        lines.append(f"  encoder windows: ours {r.windows[0]}, theirs {r.windows[1]}")
     return lines
 
 

@@ -16,7 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from sayso.engine.ops import Backend
 from sayso.engine.options import check_options
 from sayso.engine.segmenter import SAMPLE_RATE, pieces
 from sayso.engine.transcript import Segment, Transcript, not_before
+from sayso.engine.windows import MIN_WINDOW, Windows
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +77,6 @@ class _FileRun:
         self.duration = offset + len(piece) / SAMPLE_RATE
         if progress is not None and self.total > 0:
             progress(min(1.0, self.duration / self.total))
-
-
-@dataclass
-class _Piece:
-    """A piece of a file in ``Engine.transcribe_many``'s order: ``pcm`` None marks the file's end, after
-    its last piece, and ``error`` a file that failed there."""
-
-    path: Path
-    offset: float = 0.0
-    pcm: np.ndarray | None = None
-    error: AudioError | None = None
 
 
 class Engine:
@@ -168,10 +160,14 @@ class Engine:
     def transcribe_file(self, path: str | Path, language: str | None = None, task: str = "transcribe",
                         prompt: str | None = None, progress: Progress | None = None,
                         cancel: threading.Event | None = None) -> Transcript:
-        """Transcribe an audio or video file, decoding it as a stream so long files stay in bounded memory."""
+        """Transcribe an audio or video file, decoding it as a stream so long files stay in bounded memory;
+        the transcript's ``warnings`` say what the decoding repaired or found missing (``audio.Warnings``)."""
         self.check_options(language, task)
-        return self._run(audio.stream_audio(path), _header_seconds(path), language, task, prompt, progress, cancel,
-                         source=str(path))
+        warnings = audio.Warnings()
+        transcript = self._run(audio.stream_audio(path, warn=warnings), _header_seconds(path), language, task, prompt,
+                               progress, cancel, source=str(path))
+        transcript.warnings = list(warnings)
+        return transcript
 
     def stream(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None,
                partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
@@ -222,21 +218,40 @@ class Engine:
         given = {"features": features, "interrupt": interrupt, "encoded": encoded}
         hooks = self.transcriber.stream_hooks
         extra = {name: value for name, value in given.items() if value is not None and name in hooks}
+        segments, language = self._on_backend(
+            lambda: self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
+                                                language=language, task=task, prompt=prompt, **extra),
+            # Again on the CPU, without the features or the window kept on the GPU; an interrupt still applies.
+            lambda: self.transcribe_piece(piece, offset, span, language, task, prompt, None, interrupt))
+        _after_onset(segments, offset + start / SAMPLE_RATE, speech - start)
+        return segments, language
+
+    def transcribe_window(self, state, window: np.ndarray, offset: float, speech: int,
+                          encoded=None) -> tuple[list[Segment], int]:
+        """Segments of the window that starts ``offset`` seconds into the audio (``window``: its samples,
+        its speech from sample ``speech`` on), and the samples from its start to where the next window
+        starts; ``state``: the family's ``long_form``, moved on to the next window. ``encoded``: the
+        window encoded already (``transcribe_many``)."""
+        extra = {} if encoded is None else {"encoded": encoded}
+        segments, seek = self._on_backend(
+            lambda: self.transcriber.transcribe_window(state, window, offset, **extra),
+            lambda: self.transcribe_window(state, window, offset, speech))  # the GPU's window is gone
+        _after_onset(segments, offset, speech)
+        return segments, seek
+
+    def _on_backend(self, work: Callable[[], Any], again: Callable[[], Any]) -> Any:
+        """``work()`` on this engine's backend; after the GPU failed, ``again()`` once the model is on the
+        CPU (``Fallback``'s rule)."""
         ops = self.ops
         try:
             with self.lock, ops.errors("transcribing"), self._host_work():
-                segments, language = self.transcriber.transcribe(piece[start:end], offset=offset + start / SAMPLE_RATE,
-                                                                 language=language, task=task, prompt=prompt, **extra)
+                return work()
         except GpuError as error:
             self._move_to_cpu(ops, error)
-            # Again on the CPU, without the features or the window kept on the GPU; an interrupt still applies.
-            return self.transcribe_piece(piece, offset, span, language, task, prompt, None, interrupt)
+            return again()
         except NonFiniteOutput as error:
             raise ModelFileError(self.model_file.path, f"is damaged: from finite audio, the model's {error.what} "
                                  "came out as NaN or infinity") from None
-        if speech - start > ONSET_MARGIN * SAMPLE_RATE:
-            not_before(segments, offset + speech / SAMPLE_RATE - ONSET_MARGIN)
-        return segments, language
 
     def _load_model(self, ops: Backend) -> None:
         """The model file's transcriber on ``ops``, which becomes this engine's backend."""
@@ -260,6 +275,9 @@ class Engine:
 
     def _run(self, chunks: Iterable[np.ndarray], total: float, language, task, prompt, progress, cancel,
              source: str = "the audio") -> Transcript:
+        if self.reads_windows:
+            windows = Windows((audio.sanitized(chunk, source) for chunk in chunks), self.transcriber.window_seconds)
+            return self._read_windows(windows, _FileRun(language, total), task, prompt, progress, cancel)
         run = _FileRun(language, total)
         for offset, piece in self._pieces(chunks, source):
             if cancel is not None and cancel.is_set():
@@ -269,6 +287,51 @@ class Engine:
         if progress is not None:
             progress(1.0)
         return self.make_transcript(run.segments, run.language, run.duration)
+
+    @property
+    def reads_windows(self) -> bool:
+        """Whether the family reads long audio window after window, each where the text of the one before
+        ended (``long_form``: Whisper), rather than in pieces cut at quiet moments."""
+        return hasattr(self.transcriber, "long_form")
+
+    def _read_windows(self, windows: Windows, run: _FileRun, task: str, prompt: str | None,
+                      progress: Progress | None, cancel: threading.Event | None,
+                      first: tuple[np.ndarray, int, Any] | None = None) -> Transcript:
+        """The transcript of ``windows``' audio, read window after window (``engine.windows``); ``first``:
+        its first window with speech as ``_speech_window`` found it, and that window encoded."""
+        state = self.transcriber.long_form(run.language, task, prompt)
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            if first is None:
+                found = self._speech_window(windows)
+                if found is None:
+                    break
+                first = (*found, None)
+            (window, speech, encoded), first = first, None
+            offset = windows.start / SAMPLE_RATE
+            found, seek = self.transcribe_window(state, window, offset, speech, encoded)
+            run.add(found, state.language, offset, window[:seek], progress)
+            windows.advance(seek)
+        run.duration = windows.end / SAMPLE_RATE
+        if progress is not None:
+            progress(1.0)
+        return self.make_transcript(run.segments, run.language, run.duration)
+
+    def _speech_window(self, windows: Windows) -> tuple[np.ndarray, int] | None:
+        """The next window to decode, and the sample of it where its speech begins: voice detection only
+        says where there is none, and the windows move past that (to ``CONTEXT_BEFORE`` before the
+        speech: a soft first word); None at the end of the audio."""
+        while len(window := windows.current()) >= MIN_WINDOW:
+            span = self.speech_span(window)
+            if span is None:
+                windows.advance(len(window))
+            elif span.start > 0:
+                windows.advance(span.start)
+                return windows.current(), span.speech - span.start
+            else:
+                return window, span.speech
+        return None
 
     def _pieces(self, chunks: Iterable[np.ndarray], source: str) -> Iterator[tuple[float, np.ndarray]]:
         """(offset in seconds, samples) of the pieces of audio the model takes one window at a time."""
@@ -283,51 +346,55 @@ class Engine:
         transcript (``transcribe_file``'s, to the letter) or the ``AudioError`` that made it fail (not
         audio, damaged, empty). ``progress(path, fraction)`` as a file's pieces are done.
 
-        ``batch``: windows the encoder takes in one pass, from the next pieces of audio, of one file or
-        of several (``encoder_batch``: 1 unless asked, as many as memory allows); a family that encodes
-        one window at a time, or a batch of 1, transcribes the files one after the other. A piece's first
-        window is encoded with the batch, any window after a seek inside it alone, and every window is
-        decoded in the file's order, so that a piece's language is the one before it, as file by file.
-        Windows encoded on a GPU that failed before they were decoded are encoded again on the CPU, as
-        the piece then is.
+        ``batch``: windows the encoder takes in one pass (``encoder_batch``: 1 unless asked, as many as
+        memory allows): the first windows of the next ``batch`` files; a family that encodes one window at
+        a time, or a batch of 1, transcribes the files one after the other. A file's later windows start
+        where the text of the one before ended, so each is encoded alone once that one is decoded, as
+        file by file. Windows encoded on a GPU that failed before they were decoded are encoded again on
+        the CPU.
         """
         self.check_options(language, task)
         batch = self.encoder_batch(batch)
-        if batch <= 1 or "encoded" not in self.transcriber.stream_hooks:
-            for path in map(Path, paths):
+        paths = iter(map(Path, paths))
+        if batch <= 1 or not self.reads_windows:
+            for path in paths:
                 report = partial(progress, path) if progress else None
                 try:
                     yield path, self.transcribe_file(path, language, task, prompt, report, cancel)
                 except AudioError as error:
                     yield path, error
             return
-        queue = self._pieces_of(map(Path, paths))
-        runs: dict[Path, _FileRun] = {}
-        while group := self._next_batch(queue, batch, cancel):
-            spans = [self.speech_span(item.pcm) if item.pcm is not None else None for item in group]
-            encoded = iter(self._encode_windows([item.pcm[span.start:span.end]
-                                                 for item, span in zip(group, spans) if span]))
+        while group := list(islice(paths, batch)):
+            starts = [self._first_window(path, cancel) for path in group]
+            firsts = [start[1][0] for start in starts if not isinstance(start, AudioError) and start[1] is not None]
+            encoded = iter(self._encode_windows(firsts))
             serial = self.backend_serial
-            for item, span in zip(group, spans):
-                run = runs.get(item.path)
-                if run is None:
-                    run = runs[item.path] = _FileRun(language, _header_seconds(item.path))
-                report = partial(progress, item.path) if progress else None
-                if item.pcm is not None:
-                    window = next(encoded) if span else None
-                    if self.backend_serial != serial:  # the model moved to the CPU: the GPU's windows are gone
-                        window = None
-                    found, found_language = self.transcribe_piece(item.pcm, item.offset, span, run.language, task,
-                                                                  prompt, encoded=window)
-                    run.add(found, found_language, item.offset, item.pcm, report)
+            for path, start in zip(group, starts):
+                if isinstance(start, AudioError):
+                    yield path, start
                     continue
-                del runs[item.path]
-                if item.error is not None:
-                    yield item.path, item.error
-                    continue
-                if report is not None:
-                    report(1.0)
-                yield item.path, self.make_transcript(run.segments, run.language, run.duration)
+                windows, first = start
+                if first is not None:
+                    window = next(encoded)
+                    first = (*first, window if self.backend_serial == serial else None)  # None: the GPU's is gone
+                report = partial(progress, path) if progress else None
+                try:
+                    yield path, self._read_windows(windows, _FileRun(language, _header_seconds(path)), task, prompt,
+                                                   report, cancel, first)
+                except AudioError as error:
+                    yield path, error
+
+    def _first_window(self, path: Path, cancel: threading.Event | None):
+        """``path``'s ``Windows`` and its first window with speech (``_speech_window``; None: it has none),
+        or the ``AudioError`` its audio gave."""
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        try:
+            windows = Windows((audio.sanitized(chunk, str(path)) for chunk in audio.stream_audio(path)),
+                              self.transcriber.window_seconds)
+            return windows, self._speech_window(windows)
+        except AudioError as error:
+            return error
 
     def encoder_batch(self, asked: int | None = None) -> int:
         """Windows per encoder pass: ``asked`` (1 when None: on the GPUs and CPUs measured, more rows per
@@ -339,31 +406,6 @@ class Engine:
         transcriber = self.transcriber
         return max(1, min(asked or 1, ENCODER_BATCH_BYTES // transcriber.window_bytes,
                           self.ops.max_tensor_bytes // transcriber.window_largest_bytes))
-
-    def _pieces_of(self, paths: Iterable[Path]) -> Iterator[_Piece]:
-        """The pieces of every file, one file after the other, each file's closed by its end or its error."""
-        for path in paths:
-            try:
-                for offset, pcm in self._pieces(audio.stream_audio(path), str(path)):
-                    yield _Piece(path, offset, pcm)
-            except AudioError as error:
-                yield _Piece(path, error=error)
-            else:
-                yield _Piece(path)
-
-    @staticmethod
-    def _next_batch(queue: Iterator[_Piece], batch: int, cancel: threading.Event | None) -> list[_Piece]:
-        """The next items of ``queue`` up to and with its ``batch``-th piece of audio (ends between them)."""
-        group: list[_Piece] = []
-        count = 0
-        for item in queue:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled()
-            group.append(item)
-            count += item.pcm is not None
-            if count == batch:
-                break
-        return group
 
     def _encode_windows(self, pcms: list[np.ndarray]) -> list:
         """The first window of each of ``pcms`` encoded in one pass, or Nones (each then encoded on its own
@@ -380,6 +422,13 @@ class Engine:
 
     def close(self) -> None:
         self.ops.close()
+
+
+def _after_onset(segments: list[Segment], offset: float, speech: int) -> None:
+    """No time in ``segments`` more than ``ONSET_MARGIN`` before the speech, which begins ``speech`` samples
+    after ``offset`` seconds: a model may date its first words to its window's start."""
+    if speech > ONSET_MARGIN * SAMPLE_RATE:
+        not_before(segments, offset + speech / SAMPLE_RATE - ONSET_MARGIN)
 
 
 def _header_seconds(path: Path) -> float:

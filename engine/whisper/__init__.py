@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
 import numpy as np
 
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.ops import Backend
 from sayso.engine.transcript import Segment
+from sayso.engine.windows import MIN_WINDOW
 from sayso.engine.whisper.decode import WINDOW_SECONDS, transcribe_window
 from sayso.engine.whisper.frontend import BackendLogMel, LogMel
 from sayso.engine.whisper.model import EncoderOutput, WhisperModel
@@ -14,9 +18,24 @@ from sayso.engine.whisper.tokenizer import Tokenizer
 
 SAMPLE_RATE = 16000
 
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LongForm:
+    """What a Whisper transcription carries from one window to the next, as OpenAI's ``transcribe`` and
+    whisper.cpp do: the language (detected in the first window where it isn't given) and the tokens of
+    the text so far, the prompt's first, whose last ``limit`` condition the next window."""
+
+    language: str | None
+    task: str
+    context: list[int]
+    limit: int
+
 
 class WhisperTranscriber:
-    """Transcribes pieces of up to 30 s; the engine cuts longer audio into such pieces."""
+    """Transcribes audio of any length in windows of 30 s, each one starting where the text of the one
+    before it ended and conditioned on that text (``long_form``, ``transcribe_window``)."""
 
     window_seconds = WINDOW_SECONDS
     stream_hooks = frozenset({"features", "encoded"})
@@ -67,40 +86,54 @@ class WhisperTranscriber:
         n_frames = 2 * self.model.config.n_audio_ctx
         return self.model.encode_many([self.features()(pcm, n_frames=n_frames) for pcm in pieces])
 
+    def long_form(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None) -> LongForm:
+        """What one audio's windows carry from one to the next (``transcribe_window``)."""
+        if not self.multilingual:
+            language = "en"
+        context = self.tokenizer.encode(" " + prompt.strip()) if prompt and prompt.strip() else []
+        limit = self.model.config.n_text_ctx // 2 - 1
+        if len(context) > limit:
+            log.warning("The prompt is %d tokens long; the model takes its last %d.", len(context), limit)
+        return LongForm(language, task, context[-limit:], limit)
+
+    def transcribe_window(self, state: LongForm, pcm: np.ndarray, offset: float = 0.0,
+                          features: LogMel | BackendLogMel | None = None,
+                          encoded: EncoderOutput | None = None) -> tuple[list[Segment], int]:
+        """Segments of the window that starts at ``pcm``'s first sample, ``offset`` seconds into the audio
+        (its first 30 s; less at the end of the audio), and the samples from its start to where the next
+        window starts. ``state`` (from ``long_form``) is moved on to the next window only once this one is
+        done, so a window that failed on a GPU runs again as it was on the CPU.
+
+        ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``; ``encoded``: the
+        window already encoded (``encode_windows``), which it then is not again.
+        """
+        window = min(len(pcm), int(self.window_seconds * SAMPLE_RATE))
+        mel = encoded
+        if mel is None:
+            mel = (features or self.features())(pcm, n_frames=2 * self.model.config.n_audio_ctx)
+        text = transcribe_window(self.model, self.tokenizer, mel, language=state.language, task=state.task,
+                                 prompt=state.context or None, offset=offset, duration=window / SAMPLE_RATE)
+        state.language = text.language
+        # A text that failed the quality checks (low confidence, a loop) would lead the next window astray.
+        state.context = (state.context + text.tokens)[-state.limit:] if text.plausible else []
+        seek = int(round(text.seek * SAMPLE_RATE))
+        return text.segments, seek if 0 < seek <= window else window
+
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
                    features: LogMel | BackendLogMel | None = None,
                    encoded: EncoderOutput | None = None) -> tuple[list[Segment], str]:
-        """Segments of one piece (at most 30 s), in seconds from the start of the file.
-
-        When the decoder stops mid-sentence (its last segment has no closing timestamp), the rest
-        of the piece is decoded again from that segment's start, as OpenAI's ``transcribe`` seeks.
-        ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``; it serves the
-        first window (a window after a seek starts a new grid of frames). ``encoded``: the first window
-        already encoded (``encode_windows``), which it then is not again.
-        """
-        if not self.multilingual:
-            language = "en"
+        """Segments of ``pcm`` of any length, in seconds from the start of the file, window after window
+        (``transcribe_window``); ``features`` and ``encoded`` serve the first window."""
+        state = self.long_form(language, task, prompt)
         segments: list[Segment] = []
         start = 0
-        while len(pcm) - start >= SAMPLE_RATE // 10:  # less than 0.1 s of audio holds no word
-            rest = pcm[start:]
-            if encoded is not None and start == 0:
-                mel = encoded
-            else:
-                frontend = features if features is not None and start == 0 else self.features()
-                mel = frontend(rest, n_frames=2 * self.model.config.n_audio_ctx)
-            begin = offset + start / SAMPLE_RATE
-            found, language, resume = transcribe_window(
-                self.model, self.tokenizer, mel, language=language, task=task, prompt=prompt,
-                offset=begin, duration=len(rest) / SAMPLE_RATE,
-            )
-            if resume is None or resume <= begin:
-                segments.extend(found)
-                break
-            segments.extend(s for s in found if s.end <= resume)
-            start = int(round((resume - offset) * SAMPLE_RATE))
-        return segments, language or ""
+        while len(pcm) - start >= MIN_WINDOW:
+            found, seek = self.transcribe_window(state, pcm[start:], offset + start / SAMPLE_RATE,
+                                                 features if start == 0 else None, encoded if start == 0 else None)
+            segments.extend(found)
+            start += seek
+        return segments, state.language or ""
 
 
 def load(model_file: ModelFile, ops: Backend) -> WhisperTranscriber:

@@ -245,6 +245,21 @@ def sample_greedy(
             return tokens, logprobs  # a read still in flight is dropped with its batch
 
 
+@dataclass
+class WindowText:
+    """One window transcribed. ``segments``: in seconds from the start of the file; ``seek``: seconds
+    from the window's start to where the next window starts (OpenAI's rule: the end of its last complete
+    segment when the text was cut off mid-segment, else all of the audio it holds); ``tokens``: those of
+    its complete segments, timestamps included (what the next window is conditioned on); ``plausible``:
+    whether the text passed the quality checks as first decoded (with the prompt, where there was one)."""
+
+    segments: list[Segment]
+    language: str
+    seek: float
+    tokens: list[int]
+    plausible: bool = True
+
+
 def transcribe_window(
     model: WhisperModel,
     tokenizer: Tokenizer,
@@ -255,28 +270,36 @@ def transcribe_window(
     offset: float = 0.0,
     duration: float = WINDOW_SECONDS,
     timestamps: bool = True,
-) -> tuple[list[Segment], str, float | None]:
+) -> WindowText:
     """Transcribe one window: mel [n_mels, 3000], log-mel of 30 s of audio starting at ``offset`` s, or
     the window already encoded (``WhisperModel.encode_many``).
 
-    ``prompt``: text (or token ids, e.g. the previous window's) to condition on. ``duration``: seconds of
-    real audio in the window, the end of a segment that has no closing timestamp.
-    Returns ``(segments, language, last_timestamp)``: segments in seconds from the start of the file;
-    the language code; and where the next window should start (seconds from the start of the file)
-    when the window's last segment was cut off, i.e. the text didn't end on a lone timestamp, or None
-    when the whole window is transcribed (or was skipped as silence).
+    ``prompt``: text (or token ids, e.g. the windows' before) to condition on. ``duration``: seconds of
+    real audio in the window, the end of a segment that has no closing timestamp. A window the model
+    calls silence gives no segments and is passed over whole.
     """
     if isinstance(prompt, str):  # OpenAI's initial_prompt: the text with one leading space
         prompt = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else None
     encoded = mel if isinstance(mel, EncoderOutput) else model.encode(mel)
     result = decode_window(model, tokenizer, encoded, language, task, prompt, timestamps)
-    if prompt and not plausible(tokenizer, result):
+    passed = plausible(tokenizer, result)
+    if prompt and not passed:
         log.warning("The text decoded with the prompt failed the quality checks; this window is decoded without it.")
         result = decode_window(model, tokenizer, encoded, language, task, None, timestamps)
     if result.no_speech_prob > NO_SPEECH_THRESHOLD and result.avg_logprob <= LOGPROB_THRESHOLD:
-        return [], result.language, None
+        return WindowText([], result.language, duration, [], passed)
     segments, resume = split_segments(tokenizer, result, offset, duration)
-    return segments, result.language, resume
+    if resume is None or resume <= offset:
+        return WindowText(segments, result.language, duration, result.tokens, passed)
+    complete = last_pair(tokenizer, result.tokens)  # the cut-off segment opens here
+    return WindowText(segments, result.language, resume - offset, result.tokens[:complete], passed)
+
+
+def last_pair(tokenizer: Tokenizer, tokens: list[int]) -> int | None:
+    """Index of the second timestamp of the last pair (a segment's end, then the next one's start) in
+    ``tokens``; None without a pair."""
+    pairs = [i for i in range(1, len(tokens)) if tokenizer.is_timestamp(tokens[i]) and tokenizer.is_timestamp(tokens[i - 1])]
+    return pairs[-1] if pairs else None
 
 
 def plausible(tokenizer: Tokenizer, result: DecodingResult) -> bool:

@@ -15,7 +15,7 @@ from sayso.engine.cpu.ops import NumpyOps
 from sayso.engine.engine import Engine
 from sayso.engine.errors import AudioError
 
-CLIPS = ("jfk.wav", "beckett.wav", "two_cities.wav")  # two_cities: 44 s, two pieces
+CLIPS = ("jfk.wav", "beckett.wav", "two_cities.wav")  # two_cities: 44 s, two windows
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def alone(engine, clips):
 @needs_clips(*CLIPS)
 @pytest.mark.parametrize("batch", [3, 4])
 def test_batched_windows_give_every_file_its_own_transcript(engine, clips, alone, batch):
-    """Batches of 3 split two_cities' pieces between two passes; of 4 take every piece in one."""
+    """Batches of 3 take jfk, the broken file and beckett, then two_cities; of 4 all of them."""
     paths = clips
     together = list(engine.transcribe_many(paths, batch=batch))
     assert [path for path, _ in together] == [path for path, _ in alone] == paths
@@ -83,20 +83,20 @@ def test_the_batch_is_the_one_asked_for_as_far_as_memory_allows(engine, monkeypa
 
 @needs_clips("beckett.wav")
 def test_windows_encoded_before_the_model_moved_to_the_cpu_are_encoded_again(engine, tmp_path, monkeypatch):
-    """A GPU lost while a batch is decoded: the rest of the batch's windows were the GPU's, so each piece
-    is encoded again on the backend the model moved to (here the move is only counted)."""
+    """A GPU lost while a batch is decoded: the rest of the batch's windows were the GPU's, so each file's
+    first window is encoded again on the backend the model moved to (here the move is only counted)."""
     paths = []
     for clip in ("jfk.wav", "beckett.wav"):
         save_wav(tmp_path / clip, load_audio(AUDIO / clip)[: 16000 * 3])
         paths.append(tmp_path / clip)
     alone = list(engine.transcribe_many(paths, batch=1))
-    given, transcribe_piece = [], engine.transcribe_piece
+    given, transcribe_window = [], engine.transcribe_window
 
-    def moving_after_the_first(*args, encoded=None, **kwargs):
-        given.append(encoded)
+    def moving_after_the_first(*args, **kwargs):
+        given.append(args[-1] if len(args) == 5 else kwargs.get("encoded"))
         engine.backend_serial += 1
-        return transcribe_piece(*args, encoded=encoded, **kwargs)
+        return transcribe_window(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "transcribe_piece", moving_after_the_first)
+    monkeypatch.setattr(engine, "transcribe_window", moving_after_the_first)
     assert list(engine.transcribe_many(paths, batch=2)) == alone
     assert given[0] is not None and given[1:] == [None]

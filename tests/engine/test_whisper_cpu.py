@@ -17,7 +17,7 @@ from sayso.engine.accuracy import Clip, Evaluator, clip_lines
 from sayso.engine.audio import load_audio
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.reference import transcribe
-from sayso.engine.whisper.decode import DecodingResult, decode_window, split_segments, transcribe_window
+from sayso.engine.whisper.decode import DecodingResult, WindowText, decode_window, split_segments, transcribe_window
 from sayso.engine.whisper.frontend import log_mel
 from sayso.engine.whisper.model import WhisperModel
 from sayso.engine.whisper.tokenizer import Tokenizer
@@ -67,10 +67,12 @@ def test_jfk_text_segments_and_timestamps(model, tokenizer, reference, window_me
     assert tokenizer.decode(result.tokens, skip_special=False) == JFK_RAW == transcribe(reference, pcm).raw_text
     assert result.no_speech_prob < 0.1 and result.avg_logprob > -0.5
 
-    segments, language, last_timestamp = transcribe_window(model, tokenizer, mel, duration=len(pcm) / 16000)
+    window = transcribe_window(model, tokenizer, mel, duration=len(pcm) / 16000)
+    segments = window.segments
     assert " ".join(s.text for s in segments) == JFK_TEXT
     assert [(s.start, s.end) for s in segments] == [(0.0, 8.0), (8.0, 11.0)]
-    assert language == "en" and last_timestamp is None
+    assert window.language == "en" and window.seek == len(pcm) / 16000  # complete: the next window after it
+    assert window.tokens == result.tokens and window.plausible
     for segment in segments:
         starts = [token.start for token in segment.tokens]
         assert starts == sorted(starts) and segment.start <= starts[0] and starts[-1] < segment.end
@@ -97,8 +99,7 @@ def test_initial_prompt_equals_transcribe_cpp(model, tokenizer, reference, windo
     # With this prompt transcribe.cpp writes "ill-disposed" where it writes "old-sposed" without one.
     pcm = load_audio(AUDIO / "librivox/sense_and_sensibility_01_austen_64kb-0880.wav")
     prompt = "Sense and Sensibility. He was not an ill-disposed young man."
-    segments, _, _ = transcribe_window(model, tokenizer, window_mel(pcm), prompt=prompt)
-    text = " ".join(s.text for s in segments)
+    text = " ".join(s.text for s in transcribe_window(model, tokenizer, window_mel(pcm), prompt=prompt).segments)
     assert text == transcribe(reference, pcm, prompt=prompt).text == "He was not an ill-disposed young man."
 
 
@@ -106,7 +107,7 @@ def test_noise_window_is_skipped_as_no_speech(model, tokenizer, reference, windo
     pcm = np.random.default_rng(0).normal(0.0, 0.01, 5 * 16000).astype(np.float32)
     result = decode_window(model, tokenizer, model.encode(window_mel(pcm)))
     assert result.no_speech_prob > 0.6 and result.avg_logprob < -1.0  # it did hallucinate, unsure
-    assert transcribe_window(model, tokenizer, window_mel(pcm), duration=5.0) == ([], "en", None)
+    assert transcribe_window(model, tokenizer, window_mel(pcm), duration=5.0) == WindowText([], "en", 5.0, [], False)
     assert transcribe(reference, pcm).text == ""
 
 
