@@ -316,8 +316,12 @@ class DictationFlow(QObject):
         self._delivering = None
         if result.delivered:
             self.last_written.remember(pending.target, text)
-            log.info("delivered %d characters by %s, %.0f ms after key-up", len(text), result.method,
-                     1000 * (time.monotonic() - pending.released))
+            # "delivered" only where the text was seen to arrive; keys that were only sent say so
+            log.info("%s %d characters by %s, %.0f ms after key-up", "delivered" if result.confirmed else "sent",
+                     len(text), result.method, 1000 * (time.monotonic() - pending.released))
+            if not result.confirmed and pending.entry_id is not None:
+                self.history.note(pending.entry_id, result.message)
+                self.history_changed.emit()
         self.dictation_done.emit(text, result)
         self._deliver_next()
         self.update_state()

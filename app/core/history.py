@@ -133,6 +133,12 @@ class History:
                 (text, model, raw_text if raw_text != text else "", note, entry_id),
             )
 
+    def note(self, entry_id: int, note: str) -> None:
+        """Add ``note`` (what happened to the text, such as a delivery nobody could confirm) to the entry's."""
+        with self._db:
+            self._db.execute("UPDATE dictations SET note=CASE WHEN note='' THEN ? ELSE note || ' ' || ? END WHERE id=?",
+                             (note, note, entry_id))
+
     def fail(self, entry_id: int, message: str) -> None:
         with self._db:
             self._db.execute("UPDATE dictations SET status='failed', error=? WHERE id=?", (message, entry_id))

@@ -14,7 +14,13 @@ On Wayland the clipboard is read and set through the compositor's data-control p
 (``data_control``, on a thread of its own), which keeps every type; a compositor without it (GNOME) gets
 wl-paste and wl-copy, which offer one type: there the content's best type is what comes back. A
 clipboard that can't be read whole is left as it is and the text typed. Terminals don't paste on
-Ctrl+V, so in paste mode a terminal gets the text typed. The clipboard put back through data control is
+Ctrl+V, so in paste mode a terminal (its X11 class, or its app id on sway) gets the text typed.
+
+A delivery is ``confirmed`` only where Sayso saw the text arrive: on X11 a paste is confirmed when an app
+fetched the text from Sayso's clipboard while the paste was under way (every X11 paste is such a
+request; a clipboard manager that copies each new clipboard makes one too, which the fetch can't tell
+apart). Typed keys and a Wayland paste can't be confirmed (no client may read another's text there): the
+result says so, for History and the overlay to tell the user. The clipboard put back through data control is
 served from Sayso's memory: when Sayso quits, a keeper process (``clipboard_keeper``) takes it over.
 """
 
@@ -39,7 +45,7 @@ from sayso.app.platform.data_control import (
     Selection,
     text_contents,
 )
-from sayso.app.platform.focus import focused_window, window_class
+from sayso.app.platform.focus import focused_app, focused_window
 from sayso.app.platform.hotkeys import display_server
 from sayso.app.platform.keymap import SpareKeycodes
 
@@ -64,11 +70,18 @@ _TERMINALS = {
 }  # fmt: skip
 
 
+UNCONFIRMED_TYPED = "Typed, not confirmed: Sayso can't read the window to see that the text arrived."
+UNCONFIRMED_WAYLAND_PASTE = "Pasted, not confirmed: Wayland doesn't let Sayso see whether the text arrived."
+UNFETCHED_PASTE = ("Ctrl+V was pressed, but the window didn't take the text from the clipboard: "
+                   "it may not have arrived. Copy it from History.")
+
+
 @dataclass(frozen=True)
 class DeliveryResult:
-    delivered: bool
+    delivered: bool  # the text (or its keys) went to the target
     method: str  # "paste" or "type" when delivered
-    message: str = ""  # why it wasn't delivered, for the user
+    message: str = ""  # why it wasn't delivered, or why it isn't confirmed, for the user
+    confirmed: bool = False  # Sayso saw the text arrive, not only sent its keys
 
 
 class Delivery(QObject):
@@ -105,7 +118,7 @@ class Delivery(QObject):
             )
             return
         wayland = display_server() == "wayland"
-        if method == "paste" and target is not None and (window_class(target) if app is None else app) in _TERMINALS:
+        if method == "paste" and (focused_app(target) if app is None else app) in _TERMINALS:
             method = "type"
         order = [method, "type" if method == "paste" else "paste"]
         for candidate in order:
@@ -124,7 +137,7 @@ class Delivery(QObject):
         if wayland:  # wtype and ydotool send their own keymap along with the keys: nothing to bind
             wtype = ["wtype", "-s", WTYPE_KEYMAP_MS, "-"]
             args = wtype if shutil.which("wtype") else ["ydotool", "type", "--file", "-"]
-            self._start(args, lambda ok, error, _: self._finish(DeliveryResult(ok, "type", error)), typed_text)
+            self._start(args, lambda ok, error, _: self._finish(_sent("type", ok, error)), typed_text)
             return
         self._release_keys.stop()
         self._typing += 1
@@ -134,7 +147,7 @@ class Delivery(QObject):
         def typed(ok: bool, error: str, _: bytes) -> None:
             self._typing -= 1
             self._release_keys.start()
-            self._finish(DeliveryResult(ok, "type", error))
+            self._finish(_sent("type", ok, error))
 
         self._start(args, typed, typed_text)
 
@@ -146,13 +159,15 @@ class Delivery(QObject):
         if wayland:
             self._paste_wayland(text)
             return
-        if not x11_clipboard_answers():
+        clipboard = QGuiApplication.clipboard()
+        # Sayso answers for a clipboard of its own only once this returns: asking itself would wait in vain.
+        if not clipboard.ownsClipboard() and not x11_clipboard_answers():
             log.info("delivery: the clipboard's owner doesn't answer: typing instead, the clipboard left as it is")
             self._type(text, wayland=False)
             return
-        clipboard = QGuiApplication.clipboard()
         saved = _copy_mime(clipboard.mimeData())
-        clipboard.setText(text)
+        pasted = _FetchedText(text)
+        clipboard.setMimeData(pasted)
 
         def restore():
             if clipboard.text() != text:
@@ -162,15 +177,23 @@ class Delivery(QObject):
             else:
                 clipboard.setMimeData(saved)
 
-        self._press_paste(["xdotool", "key", "--clearmodifiers", "ctrl+v"], restore)
+        def result(ok: bool, error: str) -> DeliveryResult:
+            if not ok:
+                return DeliveryResult(False, "paste", error)
+            return DeliveryResult(True, "paste", "" if pasted.fetched else UNFETCHED_PASTE, confirmed=pasted.fetched)
 
-    def _press_paste(self, keys: list[str], restore: Callable[[], None]) -> None:
-        """Press the paste keys, then give the clipboard back once the target has had time to fetch it."""
+        self._press_paste(["xdotool", "key", "--clearmodifiers", "ctrl+v"], restore, result)
+
+    def _press_paste(self, keys: list[str], restore: Callable[[], None],
+                     result: Callable[[bool, str], DeliveryResult]) -> None:
+        """Press the paste keys, then give the clipboard back once the target has had time to fetch it;
+        ``result(ok, error)``: the delivery's result, read before the clipboard is given back."""
 
         def after_keys(ok: bool, error: str, _: bytes) -> None:
             def finish():
+                delivered = result(ok, error)
                 restore()
-                self._finish(DeliveryResult(ok, "paste", error))
+                self._finish(delivered)
 
             QTimer.singleShot(CLIPBOARD_RESTORE_MS, finish)
 
@@ -200,7 +223,7 @@ class Delivery(QObject):
                                                        "The text is kept here."))  # fmt: skip
             else:
                 self._saved = saved
-                self._press_paste(WTYPE_PASTE, lambda: self._put_back(saved, answer.result()))
+                self._press_paste(WTYPE_PASTE, lambda: self._put_back(saved, answer.result()), _wayland_paste)
 
         self._when_answered(self._clipboard.read(), read)
 
@@ -248,7 +271,7 @@ class Delivery(QObject):
 
             def copied(ok: bool, error: str, _: bytes) -> None:
                 if ok:
-                    self._press_paste(WTYPE_PASTE, restore)
+                    self._press_paste(WTYPE_PASTE, restore, _wayland_paste)
                 else:
                     self._finish(DeliveryResult(False, "", f"{error}. The text is kept here."))
 
@@ -315,6 +338,28 @@ class Delivery(QObject):
         except (DataControlUnavailable, TimeoutError) as error:
             log.info("delivery: can't tell whether the clipboard is Sayso's (%s)", error or "no answer")
             return None
+
+
+def _sent(method: str, ok: bool, error: str) -> DeliveryResult:
+    """Keys sent that Sayso can't see arrive: delivered where the tool ran, never confirmed."""
+    return DeliveryResult(ok, method, error or UNCONFIRMED_TYPED)
+
+
+def _wayland_paste(ok: bool, error: str) -> DeliveryResult:
+    return DeliveryResult(ok, "paste", error or UNCONFIRMED_WAYLAND_PASTE)
+
+
+class _FetchedText(QMimeData):
+    """The text on the clipboard for a paste, noting whether an app fetched it."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.setText(text)
+        self.fetched = False
+
+    def retrieveData(self, mime_type: str, preferred_type):
+        self.fetched = True
+        return super().retrieveData(mime_type, preferred_type)
 
 
 def can_deliver(method: str, wayland: bool) -> bool:

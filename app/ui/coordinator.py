@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QApplication
 
 from sayso.app.platform.autostart import set_start_at_login, starts_at_login
 from sayso.app.platform.cues import CuePlayer
-from sayso.app.platform.delivery import Delivery, DeliveryResult
+from sayso.app.platform.delivery import UNFETCHED_PASTE, Delivery, DeliveryResult
 from sayso.app.platform.focus import focused_app
 from sayso.app.ui.dictation_page import DictationPage
 from sayso.app.core.dictation import DictationState
@@ -304,7 +304,12 @@ class Coordinator(QObject):
         elif result.delivered:
             self._show_last_dictation()
             if self._overlay_shown:
-                self.overlay.show_message("Inserted", "ok", 900)
+                if result.confirmed:
+                    self.overlay.show_message("Inserted", "ok", 900)
+                elif result.message == UNFETCHED_PASTE:  # the window didn't take the text: History has it
+                    self.overlay.show_message("Pasted, but the window didn't take it", "warn", 2500)
+                else:  # keys sent that no one can see arrive: History's entry says why
+                    self.overlay.show_message(f"{result.method.capitalize()}d, not confirmed", "info", 1500)
         else:
             self._show_last_dictation(kept=result.message)
             self._show_message("Text kept in Sayso: " + result.message, "warn")

@@ -14,7 +14,7 @@ from sayso.app.core.dictation_flow import DictationFlow
 from sayso.app.core.history import History
 from sayso.app.core.jobs import JobHandle
 from sayso.app.core.settings import Settings
-from sayso.app.platform.delivery import DeliveryResult
+from sayso.app.platform.delivery import UNCONFIRMED_TYPED, DeliveryResult
 
 
 class Engine(QObject):
@@ -61,7 +61,7 @@ class Delivery(QObject):
 
     def deliver(self, text, target, method, app=None):
         self.texts.append(text)
-        self.done.emit(DeliveryResult(True, "type"))
+        self.done.emit(DeliveryResult(True, "type", UNCONFIRMED_TYPED))  # keys sent, as xdotool's and wtype's are
 
 
 @pytest.fixture
@@ -96,6 +96,7 @@ def test_a_take_goes_recording_transcribing_ready_and_its_text_is_delivered(flow
     assert flow.delivery.texts[1] == " Hello there."  # joined to what Sayso wrote there last
     (entry, _) = flow.history.search()
     assert entry.text == "Hello there." and entry.status == "done"
+    assert entry.note == UNCONFIRMED_TYPED  # sent, not seen to arrive: the entry says so plainly
 
 
 def test_a_failed_job_is_a_problem_and_the_flow_is_ready_again(flow, qtbot):

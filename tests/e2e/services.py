@@ -44,6 +44,7 @@ APT_PACKAGES = {
     "wl-copy": "wl-clipboard",
     "wl-paste": "wl-clipboard",
     "wtype": "wtype",
+    "foot": "foot",
 }
 SINK = "vsink"
 

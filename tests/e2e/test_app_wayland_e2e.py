@@ -78,7 +78,7 @@ def test_a_toggled_dictation_on_sway_shows_the_overlay_on_a_layer_surface_not_in
         subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
         text = editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)
         assert words(text) == JFK_WORDS
-        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        app.wait_for_log(r"sent \d+ characters by paste", timeout=30)
         deadline = time.monotonic() + 10  # "Inserted" shows for 0.9 s
         while (after := overlay_pixels(sway.screenshot(tmp_path / "after.png")))[0] > 0.05:
             assert time.monotonic() < deadline, after
@@ -118,7 +118,7 @@ def test_a_dictation_on_sway_is_pasted_into_the_focused_wayland_app(sway, pulse,
         print(f"\nsecond toggle to text (sway, data-control + wtype paste, 11 s of speech): "
               f"{(editor.changed_at - key_up) * 1000:.0f} ms")  # fmt: skip
         assert words(text) == JFK_WORDS
-        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        app.wait_for_log(r"sent \d+ characters by paste", timeout=30)
         deadline = time.monotonic() + 5  # the clipboard is put back as the delivery ends
         while (restored := subprocess.run(["wl-paste", "--no-newline"], env=clipboard, capture_output=True,
                                           timeout=10).stdout) != b"what the user had copied":  # fmt: skip
@@ -167,7 +167,7 @@ def test_a_paste_on_sway_gives_back_every_type_the_user_had_copied(sway, pulse, 
         pulse.play(AUDIO / "jfk.wav")
         subprocess.run(toggle, cwd=REPO, env=app.env, check=True, timeout=30)
         assert words(editor.wait_for_text(lambda t: "country." in t.lower(), timeout=300)) == JFK_WORDS
-        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        app.wait_for_log(r"sent \d+ characters by paste", timeout=30)
         deadline = time.monotonic() + 5  # the clipboard is put back as the delivery ends
         while wl_paste("--list-types").decode().split() != types:
             assert time.monotonic() < deadline, wl_paste("--list-types")
@@ -225,7 +225,7 @@ def clipboard_keeper(data_dir: str) -> int:
 def test_the_focused_wayland_app_is_named_by_sway_for_its_profile(sway, monkeypatch):
     """On sway, the app a dictation goes to (its per-app profile's name) is the focused window's app id,
     read from sway's IPC as a user's session gives it (SWAYSOCK)."""
-    from sayso.app.platform.focus import focused_app
+    from sayso.app.platform.focus import focused_app, focused_window
 
     require("swaymsg")
     env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": ""}
@@ -238,9 +238,9 @@ def test_the_focused_wayland_app_is_named_by_sway_for_its_profile(sway, monkeypa
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("SWAYSOCK", str(next(sway.folder.glob("sway-ipc.*.sock"))))
-        assert focused_app(None) == found[0]["app_id"].lower() != ""
+        assert focused_app(focused_window()) == found[0]["app_id"].lower() != ""
         monkeypatch.delenv("SWAYSOCK")
-        assert focused_app(None) == ""  # a compositor that doesn't say: no profile applies
+        assert focused_window() is None and focused_app(None) == ""  # a compositor that doesn't say: no profile
     finally:
         editor.close()
 
@@ -278,7 +278,7 @@ def test_holding_the_shortcut_on_sway_dictates_through_sways_bindings(sway, puls
         print(f"\nkey-up to text (sway bindings, data-control + wtype paste, 11 s of speech): "
               f"{(editor.changed_at - key_up) * 1000:.0f} ms")  # fmt: skip
         assert words(text) == JFK_WORDS
-        app.wait_for_log(r"delivered \d+ characters by paste", timeout=30)
+        app.wait_for_log(r"sent \d+ characters by paste", timeout=30)
         assert editor.keys == ["Ctrl+V"]  # the paste's keystroke, and nothing of the chord: sway kept it
     finally:
         if editor is not None:

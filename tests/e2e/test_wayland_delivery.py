@@ -35,6 +35,7 @@ def test_text_typed_and_pasted_on_sway_reaches_the_focused_app_and_no_command_li
                 with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
                     delivery.deliver(secret, delivery.capture_target(), method)
                 assert done.args[0].delivered, done.args[0].message
+                assert not done.args[0].confirmed and "not confirmed" in done.args[0].message  # nobody can tell
                 assert editor.wait_for_text(lambda t, e=expected: t == e, timeout=20) == expected
         assert watch.rounds > 10 and watch.found == []
         delivery.close()
@@ -71,3 +72,74 @@ def test_where_there_is_no_data_control_wl_clipboard_pastes_and_gives_the_text_b
                         == b"what the user had copied", timeout=5000)  # fmt: skip
     finally:
         editor.close()
+
+
+def _in_sways_session(sway, monkeypatch) -> dict[str, str]:
+    """This test's environment as an app's in the user's sway session: its display and its IPC socket."""
+    env = {"QT_QPA_PLATFORM": "wayland", "WAYLAND_DISPLAY": sway.display, "DISPLAY": "", "XDG_SESSION_TYPE": "",
+           "SWAYSOCK": str(next(sway.folder.glob("sway-ipc.*.sock")))}  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+def _wait_focused(sway, title: str) -> dict:
+    deadline = time.monotonic() + 30
+    while not (found := [w for w in sway.windows() if w["name"] == title and w["focused"]]):
+        assert time.monotonic() < deadline, sway.windows()
+        time.sleep(0.1)
+    return found[0]
+
+
+def test_on_sway_a_terminal_gets_the_text_typed_where_paste_is_asked(qtbot, sway, monkeypatch, tmp_path):
+    """foot, a Wayland terminal, pastes on Ctrl+Shift+V, not Ctrl+V: a paste into it is typed, its app id
+    read from sway's IPC, and what arrives is the text (a Ctrl+V would have given ^V)."""
+    require("wtype", "foot")
+    env = _in_sways_session(sway, monkeypatch)
+    out = tmp_path / "typed.txt"
+    terminal = subprocess.Popen(["foot", "--title", "sayso-foot", "sh", "-c", f"stty -icanon -echo; cat > {out}"],
+                                env={**os.environ, **env}, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        _wait_focused(sway, "sayso-foot")
+        delivery = Delivery()
+        text = "Typed into a terminal, 4711."
+        with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
+            delivery.deliver(text, delivery.capture_target(), "paste")
+        result = done.args[0]
+        assert result.delivered and result.method == "type" and not result.confirmed, result
+        qtbot.waitUntil(lambda: out.exists() and out.read_text() == text, timeout=10_000)
+    finally:
+        terminal.kill()
+        terminal.wait()
+
+
+def test_on_sway_the_target_is_the_focused_window_so_dictations_into_it_join(qtbot, sway, monkeypatch):
+    """sway names the focused window: the same window is the same target (so a second dictation into it
+    joins the first, ``LastWritten``), another window is another, and a text meant for a window that
+    lost the focus is kept, as on X11."""
+    from sayso.app.core.writing import LastWritten
+
+    require("wtype", "swaymsg")
+    env = _in_sways_session(sway, monkeypatch)
+    first = TargetWindow("sayso-sway-first", env=env)
+    second = None
+    try:
+        _wait_focused(sway, "sayso-sway-first")
+        delivery = Delivery()
+        target = delivery.capture_target()
+        assert target is not None and delivery.capture_target() == target
+        last = LastWritten()
+        last.remember(target, "And so my fellow Americans.")
+        assert last.previous(delivery.capture_target()) == "And so my fellow Americans."
+        second = TargetWindow("sayso-sway-second", env=env)  # opened last, so sway focuses it
+        _wait_focused(sway, "sayso-sway-second")
+        assert delivery.capture_target() not in (None, target) and last.previous(delivery.capture_target()) is None
+        with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
+            delivery.deliver("meant for the first window", target, "type")
+        assert not done.args[0].delivered and "window changed" in done.args[0].message
+        qtbot.wait(500)
+        assert first.text == "" and second.text == ""
+    finally:
+        for window in (first, second):
+            if window is not None:
+                window.close()

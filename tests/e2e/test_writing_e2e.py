@@ -87,7 +87,7 @@ def test_dictations_are_written_by_the_rules_cleaned_joined_and_kept_with_what_w
             assert first_text == tidy(apply_rules(raw, rules)) and "fellow citizens" in first_text and not note
             assert chat.requests[0].user_text == apply_rules(raw, rules)
             editor.wait_for_text(lambda t: t == first_text, timeout=30)
-            app.wait_for_log(r"delivered \d+ characters by type", timeout=30)  # the profile's delivery
+            app.wait_for_log(r"sent \d+ characters by type", timeout=30)  # the profile's delivery
 
             chat.status, chat.error_message = 503, "loading model"  # the server fails: the rules' text goes in
             second_text, raw, note, _ = _dictate(app, desktop, editor, short_jfk, 2)
