@@ -105,7 +105,6 @@ def run_app(argv: list[str] | None = None) -> int:
     """Run the desktop app until it quits; returns the process exit code."""
     args = parse_args(sys.argv[1:] if argv is None else list(argv))
     _setup_logging()
-    os.umask(0o077)  # what Sayso writes (recordings, history, settings, models) is the user's alone
     data_dir = _data_dir()
     if args.toggle:
         return _toggle(data_dir)

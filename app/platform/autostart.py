@@ -2,8 +2,8 @@
 
 Desktops that follow the XDG Autostart specification (GNOME, KDE, Xfce, and sway or Hyprland with a
 launcher of such entries) run it when the user logs in; Sayso then starts in the tray (``--hidden``).
-The entry runs the ``sayso`` found on PATH, else this Python with ``-m app``, so a virtual environment
-that isn't on PATH still starts.
+The entry runs the ``sayso`` found on PATH, else this Python with ``-m sayso`` (the package's name, which
+resolves from any folder), so a virtual environment that isn't on PATH still starts.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def autostart_file() -> Path:
 
 def launch_command() -> str:
     found = shutil.which("sayso")
-    return shlex.quote(found) if found else f"{shlex.quote(sys.executable)} -m app"
+    return shlex.quote(found) if found else f"{shlex.quote(sys.executable)} -m sayso"
 
 
 def set_start_at_login(on: bool) -> None:

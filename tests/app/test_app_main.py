@@ -32,6 +32,31 @@ def test_toggle_without_a_running_sayso_says_so(tmp_path):
     assert "isn't running" in result.stderr
 
 
+EXPORT_AFTER_START = """
+import os, stat, sys
+from pathlib import Path
+from sayso.app.main import run_app
+from sayso.engine import formats
+from sayso.engine.transcript import Segment, Transcript
+
+os.umask(0o022)  # the usual default: the user's new files readable by others
+run_app(["--toggle"])  # the app's start; no Sayso is running, so it returns there
+srt = Path(sys.argv[1])
+srt.write_text(formats.render(Transcript("Hello.", [Segment(0.0, 1.0, "Hello.")]), "srt"))  # as Files exports it
+print(oct(stat.S_IMODE(srt.stat().st_mode)))
+"""
+
+
+def test_an_export_gets_the_users_umask_not_the_private_mode_of_the_history(tmp_path):
+    """What the user exports is theirs to share, made as their other files are; only History's files are
+    kept private, by their own modes (tests/app/test_privacy.py)."""
+    env = {**os.environ, "SAYSO_DATA_DIR": str(tmp_path / "data"), "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([sys.executable, "-c", EXPORT_AFTER_START, str(tmp_path / "talk.srt")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "0o644"
+
+
 def _image(path: Path) -> np.ndarray:
     image = QImage(str(path)).convertToFormat(QImage.Format.Format_RGBA8888)
     assert not image.isNull(), path

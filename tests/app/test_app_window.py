@@ -5,6 +5,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 
 import pytest
 
@@ -97,6 +98,20 @@ def test_start_at_login_is_an_autostart_entry(coordinator, tmp_path):
     restarted = Coordinator(coordinator.data_dir)  # the entry, made elsewhere, is what the page shows
     assert restarted.settings.start_at_login and entry.read_text() == desktop_text
     restarted.shutdown()
+
+
+def test_the_autostart_entry_starts_sayso_where_its_environment_isnt_on_path(coordinator, tmp_path, monkeypatch):
+    """A virtual environment the user never put on PATH: the entry runs this Python with Sayso's module,
+    from wherever the desktop starts it."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no `sayso` command here
+    coordinator.settings_page.start_at_login.setChecked(True)
+    desktop = configparser.ConfigParser(interpolation=None)
+    desktop.read(tmp_path / "config" / "autostart" / "sayso.desktop")
+    command = shlex.split(desktop["Desktop Entry"]["Exec"])
+    assert command[0] == sys.executable and command[-1] == "--hidden"
+    started = subprocess.run([*command[:-1], "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0 and "sayso" in started.stdout.lower(), started.stderr
+    coordinator.settings_page.start_at_login.setChecked(False)
 
 
 def test_a_file_opened_with_sayso_is_transcribed_on_the_files_page(coordinator, qtbot):
