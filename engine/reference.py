@@ -5,8 +5,9 @@ Sayso decodes a Whisper window greedily (``engine.whisper.decode``). transcribe.
 does, decodes a window again at rising temperatures where its greedy text fails the quality checks,
 sampling with a seed drawn afresh on each run: on a clip it is unsure of, each run gave another text,
 so a comparison with it was a comparison with a random draw. Asked for no temperature steps it decodes
-greedily, as Sayso does, and gives the same text every time. Other families have no such fallback and
-run with transcribe.cpp's defaults.
+greedily, as Sayso does, and gives the same text every time. Its Python binding reads long audio without
+the text before each window; asked to condition on it, it reads long audio as Sayso does
+(``engine.windows``). Other families have no such fallback and run with transcribe.cpp's defaults.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ def run_options(model) -> dict:
     import transcribe_cpp
 
     if model.arch == "whisper":
-        return {"family": transcribe_cpp.WhisperRunOptions(temperature_inc=0.0)}
+        return {"family": transcribe_cpp.WhisperRunOptions(temperature_inc=0.0, condition_on_prev_tokens=True)}
     return {}
 
 

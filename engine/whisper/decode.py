@@ -13,6 +13,10 @@ these logit rules:
 A window whose no-speech probability is above 0.6 is dropped unless its tokens were confident
 (average log-probability above -1), as in OpenAI's ``transcribe``.
 
+Long audio is read window after window (``WhisperTranscriber.transcribe_window``): each window starts
+where the last complete segment of the one before ended (``WindowText.seek``) and is conditioned on the
+text so far, timestamps included, as OpenAI's ``transcribe`` and whisper.cpp condition it.
+
 A prompt conditions the decoder, never replaces what was said: it keeps its last ``n_text_ctx // 2 - 1``
 tokens (223, as OpenAI's reference does; a warning says so), and a window decoded with it that fails
 OpenAI's quality checks (average log-probability below -1, or text that gzip compresses more than
