@@ -234,6 +234,7 @@ def measure_folder(engine: str, model: str, folder: str, batch: int = 1, runs: i
 
 def compare(model: str, file: str, engines=ENGINES, runs: int = 5) -> list[dict]:
     """Run each engine in a child process; engines that can't run here report their error."""
+    model = _model_file(model)
     return [_child(engine, [engine, model, file, "--runs", str(runs)]) for engine in engines]
 
 
@@ -241,9 +242,18 @@ def compare_folder(model: str, folder: str, device: str, batch: int, runs: int =
     """``measure_folder`` in a child process each: our engine on ``device`` batched and file by file, and
     transcribe.cpp file by file on the same device kind (Vulkan for a GPU)."""
     ours, peer = f"sayso-{device}", "transcribe-cpp-vulkan" if device == "gpu" else "transcribe-cpp-cpu"
+    model = _model_file(model)
     passes = [(ours, batch), (ours, 1), (peer, 1)]
     return [_child(engine, [engine, model, folder, "--folder", "--batch", str(n), "--runs", str(runs)])
             for engine, n in passes]
+
+
+def _model_file(model: str) -> str:
+    """The GGUF file of a model name (``whisper-tiny.en``) or path, as ``sayso transcribe`` finds it: the
+    peers take a file's path, and one engine converting a PyPI model while the next waits would be timed."""
+    from sayso.engine.models import resolve
+
+    return str(resolve(model))
 
 
 def _child(engine: str, arguments: list[str]) -> dict:
