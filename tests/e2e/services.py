@@ -243,23 +243,49 @@ def start_pulse() -> Pulse:
     return pulse
 
 
+SESSION_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:dir={folder}</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>{folder}</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+"""The system's session.conf with one change: its only service folder is the bus's own, empty one. The
+system's lists the installed services (``<standard_session_servicedirs/>``), so a call to a name that no
+double owns yet would start the machine's real service (xdg-desktop-portal), which then keeps the name."""
+
+
 @dataclass
 class SessionBus:
-    """A private D-Bus session bus (``dbus-daemon --session``), so portal doubles never meet the user's."""
+    """A private D-Bus session bus that starts no service of the machine's, so portal doubles never meet
+    the user's portal or a real one."""
 
     address: str
     process: subprocess.Popen
+    folder: Path  # its socket and its (empty) service folder
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_session_bus() -> SessionBus:
     require("dbus-daemon")
-    process = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
-                               stdout=subprocess.PIPE, text=True)
-    return SessionBus(process.stdout.readline().strip(), process)
+    folder = Path(tempfile.mkdtemp(prefix="sayso-bus-"))
+    config = folder / "session.conf"
+    config.write_text(SESSION_BUS_CONFIG.format(folder=folder))
+    process = subprocess.Popen(["dbus-daemon", f"--config-file={config}", "--nofork", "--print-address=1"],
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    return SessionBus(process.stdout.readline().strip(), process, folder)
 
 
 @dataclass
