@@ -35,10 +35,12 @@ def not_before(segments: list[Segment], earliest: float) -> None:
 
 @dataclass
 class Transcript:
-    """A finished transcription. ``text`` is the segments' text joined with single spaces."""
+    """A finished transcription. ``text`` is the segments' text joined with single spaces; ``warnings``
+    say what was repaired in the audio or missing from it (``engine.audio.Warnings``), one line each."""
 
     text: str
     segments: list[Segment]
     language: str = ""
     duration: float = 0.0
     model: str = ""
+    warnings: list[str] = field(default_factory=list)

@@ -302,7 +302,8 @@ class FilesPage(QWidget):
             t = job.transcript
             words = len(t.text.split())
             self.result_meta.setText(
-                f"{format_duration(t.duration)} · {len(t.segments)} segments · {words} words · {t.model}"
+                "\n".join([f"{format_duration(t.duration)} · {len(t.segments)} segments · {words} words · {t.model}",
+                           *t.warnings])  # what the audio lacked or was repaired of: a half file says so
             )
             self.view.setHtml(transcript_html(t))
         else:

@@ -18,6 +18,12 @@ copied. A backend that copies each weight once (a GPU) reads it from the file a 
 copy is read into it then. A file that shrinks or is replaced while it is read is a ``ModelFileError``
 for whatever asks for bytes it no longer has, and the copy's pages go as a backend lets them
 (``release``).
+
+Each weight's values are checked as a backend first takes them, whole (``data``) or row by row (``read``),
+so that damaged weights are named instead of giving a transcript of "!" or one word repeated: no float
+that isn't a number (a float tensor's values, a Q8_0 tensor's scales), and no weight matrix of zeros
+(``_Checks``); where the file's checksums were recorded beside it (``sums``), each tensor's bytes match
+its own. The check reads what the backend reads anyway, once per tensor.
 """
 
 from __future__ import annotations
@@ -27,14 +33,17 @@ import mmap
 import os
 import threading
 import weakref
+import zlib
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from sayso.engine.changes import changed_problem, identity as file_identity
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.header import Header, HeaderError, TensorInfo, read_header
 from sayso.engine.gguf.q8_0 import Q8_0_BLOCK_BYTES, q8_0_values
+from sayso.engine.gguf.sums import read_sums
 from sayso.engine.ops import WeightSource
 
 _DTYPES = {"F32": np.float32, "F16": np.float16}
@@ -64,7 +73,7 @@ class PrivateCopy:
 
     def __init__(self, f, path: Path):
         self.path = path
-        self.identity = _identity(os.fstat(f.fileno()))
+        self.identity = file_identity(os.fstat(f.fileno()))
         self._file: int | None = None  # the copy's own descriptors, which outlive ``f``
         self._memfd: int | None = None
         self._thread: threading.Thread | None = None
@@ -209,6 +218,7 @@ class ModelFile:
         copy = self._copy
         self._holes: list[tuple[int, int]] = [(copy.copied, copy.size)] if copy.copied < copy.size else []
         self._filling = threading.Lock()  # a GPU's loading threads ask for small tensors at once
+        self._checks = _Checks(self.path, read_sums(self.path, copy.size))
 
     def copy_in_background(self) -> None:
         """Copy the weights into the mapping on a thread of their own now, in file order, for a backend
@@ -306,24 +316,27 @@ class ModelFile:
         else:  # rows of blocks: [..., K / block * bytes per block]
             dtype, view_shape = np.dtype(np.uint8), (*shape[:-1], -1)
             rows, row_shape = (shape[0], view_shape[1:]) if len(shape) > 1 else (1, (-1,))
-        return WeightSource(name, t.ggml_type, shape, partial(self._view, offset, t.nbytes, dtype, view_shape),
+        return WeightSource(name, t.ggml_type, shape, partial(self._view, t, offset, dtype, view_shape),
                             partial(self._release_rows, name, offset, t.nbytes, rows),
-                            partial(self._read_rows, offset, t.nbytes // rows, dtype, row_shape))
+                            partial(self._read_rows, t, rows, offset, t.nbytes // rows, dtype, row_shape))
 
-    def _view(self, offset: int, nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        """Bytes offset .. offset+nbytes of the mapping as a read-only array, once they hold the file's."""
-        self._fill(offset, offset + nbytes)
-        view = np.frombuffer(self._map, np.uint8, nbytes, offset)
+    def _view(self, t: TensorInfo, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """Tensor ``t``'s bytes at ``offset`` of the mapping as a read-only array, once they hold the file's
+        and passed the checks."""
+        self._fill(offset, offset + t.nbytes)
+        view = np.frombuffer(self._map, np.uint8, t.nbytes, offset)
         view.flags.writeable = False  # the copy is writable only so that it can be filled and let go
+        self._checks.whole(t, view)
         return view.view(dtype).reshape(shape)
 
-    def _read_rows(self, offset: int, row_bytes: int, dtype: np.dtype, row_shape: tuple[int, ...],
-                   start: int, stop: int, into: memoryview | None) -> np.ndarray:
-        """Rows start .. stop of the tensor at ``offset`` read from the file into ``into`` (or an array
-        of their own), as an array of their type and shape."""
+    def _read_rows(self, t: TensorInfo, n_rows: int, offset: int, row_bytes: int, dtype: np.dtype,
+                   row_shape: tuple[int, ...], start: int, stop: int, into: memoryview | None) -> np.ndarray:
+        """Rows start .. stop of tensor ``t`` (``n_rows`` rows at ``offset``) read from the file into ``into``
+        (or an array of their own), as an array of their type and shape, once they passed the checks."""
         nbytes = (stop - start) * row_bytes
         rows = np.empty(nbytes, np.uint8) if into is None else np.frombuffer(into, np.uint8, nbytes)
         self._read_file(offset + start * row_bytes, memoryview(rows))
+        self._checks.rows(t, rows, start, stop, n_rows)
         return rows.view(dtype).reshape(stop - start, *row_shape)
 
     def _fill(self, start: int, end: int) -> None:
@@ -394,20 +407,69 @@ class ModelFile:
         return f"ModelFile({str(self.path)!r}, {self.get('general.architecture')!r}, {len(self._tensors)} tensors)"
 
 
-def _identity(stat: os.stat_result) -> tuple[int, ...]:
-    """What tells a file apart from a changed or another one at its path: device, inode, size, time of change."""
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+class _Checks:
+    """The checks of a model file's weights as a backend first reads them: each float value a number
+    (F32, F16; a Q8_0 block's scale, by which its 32 values are multiplied), and a weight matrix (two axes
+    or more) not all zeros (for Q8_0: all scales zero), and its bytes' CRC-32 the one recorded for it
+    (``sums``, where there are). A ModelFileError names the first tensor that fails. A tensor passes
+    once, whole or once its rows, read in parts, have all been seen (its sum where they came in order)."""
+
+    def __init__(self, path: Path, sums: dict[str, int]):
+        self.path = path
+        self.sums = sums
+        self._passed: set[str] = set()
+        self._rows: dict[str, tuple[int, bool, int | None]] = {}  # rows seen, any not zero, their sum so far
+
+    def whole(self, t: TensorInfo, raw: np.ndarray) -> None:
+        """Check tensor ``t``'s bytes ``raw`` (uint8) whole."""
+        if t.name not in self._passed:
+            self._end(t, self._values(t, raw), zlib.crc32(raw) if t.name in self.sums else None)
+
+    def rows(self, t: TensorInfo, raw: np.ndarray, start: int, stop: int, n_rows: int) -> None:
+        """Check rows ``start .. stop`` of tensor ``t`` (of ``n_rows``), their bytes ``raw`` (uint8)."""
+        if t.name in self._passed:
+            return
+        seen, nonzero, crc = self._rows.get(t.name, (0, False, 0))
+        in_order = crc is not None and start == seen and t.name in self.sums
+        seen, nonzero = seen + stop - start, self._values(t, raw) or nonzero
+        crc = zlib.crc32(raw, crc) if in_order else None
+        self._rows[t.name] = (seen, nonzero, crc)
+        if seen >= n_rows:  # parts read twice (a second backend) count twice: the zeros' test is then lenient
+            self._end(t, nonzero, crc)
+
+    def _end(self, t: TensorInfo, nonzero: bool, crc: int | None) -> None:
+        """Tensor ``t`` read whole: ``nonzero`` whether any value was not zero, ``crc`` its bytes' sum (None:
+        not taken)."""
+        if not nonzero and len(t.ne) > 1:
+            raise ModelFileError(self.path, f"is damaged: its tensor '{t.name}' is all zeros")
+        if crc is not None and crc != self.sums[t.name]:
+            raise ModelFileError(self.path, f"is damaged: its tensor '{t.name}' isn't what was written (its "
+                                 "checksum differs from the one recorded beside the file)")
+        self._passed.add(t.name)
+
+    def _values(self, t: TensorInfo, raw: np.ndarray) -> bool:
+        """Whether any value of ``raw`` is not zero; a ModelFileError where a float isn't a number."""
+        if t.ggml_type == "Q8_0":
+            floats = raw.reshape(-1, Q8_0_BLOCK_BYTES)[:, :2].view(np.float16)  # the blocks' scales
+        elif t.ggml_type in _DTYPES:
+            floats = raw.view(_DTYPES[t.ggml_type])
+        else:
+            return True
+        if not np.isfinite(floats).all():
+            raise ModelFileError(self.path, f"is damaged: its tensor '{t.name}' holds values that aren't numbers "
+                                 "(NaN or infinity)")
+        return bool(floats.any())
 
 
 def _open_unchanged(path: Path, identity: tuple[int, ...]) -> int:
-    """A descriptor of the file at ``path`` if it is still the file of ``identity`` (``_identity``), else
+    """A descriptor of the file at ``path`` if it is still the file of ``identity`` (``changes.identity``), else
     the ModelFileError that says what became of it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
         raise ModelFileError(path, f"can't be read ({e.strerror or e})") from None
     now = os.fstat(fd)
-    if _identity(now) == identity:
+    if file_identity(now) == identity:
         return fd
     os.close(fd)
     raise ModelFileError(path, *_changed(identity[2], now.st_size))
@@ -416,8 +478,7 @@ def _open_unchanged(path: Path, identity: tuple[int, ...]) -> int:
 def _changed(size: int, now: int) -> tuple[str, str]:
     """ModelFileError's problem and hint for a file that changed after it was opened at ``size`` bytes
     and is ``now`` bytes long (the sizes said where they differ)."""
-    sizes = f" (it was {size} bytes, is {now} now)" if now != size else ""
-    return f"changed while it was being read{sizes}", _CHANGED
+    return changed_problem(size, now), _CHANGED
 
 
 def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -429,3 +490,4 @@ def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((a, b))
     return merged
+

@@ -3,7 +3,8 @@
 transcribe.cpp's loader reads keys by name but checks their types (a UINT32 is not an INT32), and
 files are compared key by key with the ones its converter writes, so the caller states every
 value's GGUF type and the order; nothing is inferred. The file is written next to its destination
-and renamed into place, so a crash or a full disk never leaves a half-written model behind.
+and renamed into place, so a crash or a full disk never leaves a half-written model behind; each
+tensor's checksum is recorded beside it (``sums``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
 from sayso.engine.gguf.header import StringArray
+from sayso.engine.gguf.sums import write_sums
 
 
 @dataclass(frozen=True)
@@ -89,14 +92,17 @@ def write_gguf(path: str | os.PathLike, architecture: str, metadata: list[Meta],
                 raise ValueError("general.architecture is written from the architecture argument")
             vtype, sub_type = _parse_type(m.type)
             writer.add_key_value(m.key, _plain(m.value), vtype, sub_type)
+        sums = {}
         for t in tensors:
             data = encode(t)
+            sums[t.name] = zlib.crc32(data)
             writer.add_tensor(t.name, data, raw_dtype=GGMLQuantizationType[t.ggml_type])
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
         os.replace(tmp, path)
+        write_sums(path, sums)
     except OSError as error:
         tmp.unlink(missing_ok=True)
         if error.errno is None:  # numpy's tofile says only "N requested and M written": the disk took no more
