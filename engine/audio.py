@@ -174,7 +174,8 @@ def _decoded_pieces(path: str, warn: Warnings) -> Iterator[np.ndarray]:
         if sound is not None:
             sound.close()
         with _open_audio(path) as (container, stream):
-            _check_rate(path, stream.codec_context.sample_rate)
+            if stream.codec_context.sample_rate:  # 0: the container doesn't say; each frame's is checked
+                _check_rate(path, stream.codec_context.sample_rate)
             pieces = ((frame.sample_rate, _frame_to_mono(frame, path, warn))
                       for frame in _decoded(path, container, stream, warn))
             yield from _to_16k(path, _counted(path, opened, pieces, _stream_seconds(container, stream), warn))
@@ -396,7 +397,7 @@ def _decoded(path: str, container, stream, warn: Warnings):
                 damaged += 1
                 problem = error.strerror
                 continue
-            good += 1
+            good += bool(frames)  # the end's empty packet (the decoder's flush) counts for nothing
             yield from frames
     except av.error.FFmpegError as error:  # the container can't be read on
         damaged += 1
