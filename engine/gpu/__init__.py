@@ -1,20 +1,35 @@
 """The wgpu backend: ``Device`` owns the GPU, ``Kernels`` compiles WGSL, ``DispatchRecorder`` records
 dispatches, ``GpuOps`` offers the model-facing operations.
 
-Importing this package does nothing. ``load_backend`` imports wgpu's native backend, on the C
-declarations compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the
-first) while wgpu-native creates its instance on another thread (``engine.gpu.instance``), before any
-module that imports wgpu; naming ``engine.gpu.Device`` or ``engine.gpu.GpuOps`` calls it first. An
-engine loads the backend and opens the device first and imports ``GpuOps`` and its kernels' modules
-while the driver starts it (``engine.backend``).
+Importing this package chooses the WebGPU implementation that ``import wgpu`` gives from then on
+(``engine.gpu.webgpu``: Dawn or wgpu-native), so it comes before any module that imports wgpu; it
+imports wgpu itself only in ``load_backend``: on wgpu-native, on the C declarations compiled into the
+cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the first) while wgpu-native creates
+its instance on another thread (``engine.gpu.instance``). Naming ``engine.gpu.Device`` or
+``engine.gpu.GpuOps`` calls it first. An engine loads the backend and opens the device first and
+imports ``GpuOps`` and its kernels' modules while the driver starts it (``engine.backend``).
 """
+
+from sayso.engine.errors import GpuError
+from sayso.engine.gpu import native, webgpu
+
+
+def _choose() -> None:
+    if webgpu.choose().implementation == webgpu.DAWN:
+        native.use_public_api()  # the C paths are wgpu-native's
+
+
+try:
+    _choose()
+except GpuError:
+    pass  # raised again where the device is opened (``load_backend``), whose callers say it
 
 
 def load_backend() -> None:
-    """Import wgpu-py's native backend, once (``engine.gpu.native.load_backend``)."""
+    """Import the chosen implementation's backend, once (``engine.gpu.native.load_backend``)."""
     from sayso.engine.files import cache_dir
-    from sayso.engine.gpu import native
 
+    _choose()
     native.load_backend(cache_dir() / "wgpu")
 
 

@@ -15,7 +15,7 @@ import wgpu
 
 from sayso.engine.background import in_background
 from sayso.engine.errors import DeviceOpenError, GpuError
-from sayso.engine.gpu import instance, load_backend, native
+from sayso.engine.gpu import instance, load_backend, native, webgpu
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,12 @@ ADAPTER_ENV = "SAYSO_ADAPTER"
 """Overrides the adapter choice: a substring of the adapter's name (``llvmpipe``, ``NVIDIA``) or its
 index in ``wgpu.gpu.enumerate_adapters_sync()``."""
 
-WANTED_FEATURES = ("shader-f16", "subgroup", "immediates", "timestamp-query", "pipeline-cache",
+WANTED_FEATURES = ("shader-f16", "subgroup", "subgroup-matrix", "immediates", "timestamp-query", "pipeline-cache",
                    "mappable-primary-buffers")
-"""Optional features we ask for where the adapter offers them: the fast kernel tier's, and
-wgpu-native's ``mappable-primary-buffers``, which lets a ``MAP_WRITE`` buffer be copied into, so that
-small reads need no ``MAP_READ`` buffer (``engine.gpu.recorder.SMALL_READ`` says why)."""
+"""Optional features we ask for where the adapter offers them, by our names (``engine.gpu.webgpu``
+gives each implementation's): the fast kernel tier's, and wgpu-native's ``mappable-primary-buffers``,
+which lets a ``MAP_WRITE`` buffer be copied into, so that small reads need no ``MAP_READ`` buffer
+(``engine.gpu.recorder.SMALL_READ`` says why)."""
 
 
 class _ErrorTrap(logging.Handler):
@@ -97,7 +98,8 @@ class Device:
     def __init__(self) -> None:
         self.adapter = pick_adapter()
         self.info = self.adapter.info
-        self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)
+        self.webgpu = webgpu.choose()
+        self.features = sorted(f for f in WANTED_FEATURES if webgpu.feature_name(f) in self.adapter.features)
         limits = self.adapter.limits
         # Ask for the adapter's own maxima: the defaults (128 MiB bindings, 16 KiB shared memory)
         # are below what large weight matrices and tiled kernels need on real GPUs. What is asked
@@ -124,7 +126,8 @@ class Device:
 
     def _open(self) -> wgpu.GPUDevice:
         try:
-            return self.adapter.request_device_sync(required_features=self.features, required_limits=self.limits)
+            return self.adapter.request_device_sync(required_features=[webgpu.feature_name(f) for f in self.features],
+                                                    required_limits=self.limits)
         except Exception as error:  # noqa: BLE001 - wgpu raises several unrelated types here
             reason = " ".join(str(error).split())  # on one line: wgpu's message spans several
             raise DeviceOpenError(f"Could not open the GPU device {self.info['device']!r} ({reason}). "
@@ -161,9 +164,11 @@ class Device:
         return self.limits["max-storage-buffer-binding-size"]
 
     def describe(self) -> str:
-        """One line: backend, adapter name, adapter type, features (e.g. for logs and ``sayso doctor``)."""
+        """One line: WebGPU implementation and backend, adapter name, adapter type, features, and why
+        this implementation (e.g. for logs and ``sayso doctor``)."""
         features = ",".join(self.features) or "none"
-        return f"wgpu {self.info['backend_type']} | {self.info['device']} | {self.info['adapter_type']} | features: {features}"
+        return (f"{self.webgpu.implementation} {self.info['backend_type']} | {self.info['device']} | "
+                f"{self.info['adapter_type']} | features: {features} | chosen: {self.webgpu.why}")
 
     def check(self) -> None:
         """Raise the first error wgpu reported since the last check (validation error, device lost)."""

@@ -82,6 +82,10 @@ def start(ffi) -> None:
 def adopt() -> None:
     """Make the instance ``start`` created wgpu-py's (waiting for it), before the first adapter
     request; without one, have wgpu-py create its own, with the same backends and flags."""
+    from sayso.engine.gpu import webgpu
+
+    if webgpu.is_dawn():  # Dawn's instance was made with its toggles when it was chosen
+        return
     from wgpu.backends.wgpu_native.extras import set_instance_extras
 
     if native.NATIVE:  # where wgpu-py's internals aren't known, it makes its own

@@ -33,7 +33,7 @@ import wgpu
 
 from sayso.engine.errors import GpuError
 from sayso.engine.files import checksum, write_text_atomically
-from sayso.engine.gpu import native
+from sayso.engine.gpu import native, webgpu
 from sayso.engine.gpu.device import Device
 from sayso.engine.gpu.entry_points import BY_NAME
 
@@ -111,7 +111,7 @@ class Kernels:
         except OSError as error:
             raise GpuError(f"Shader {error.filename} is missing ({error.strerror}). Reinstall Sayso.") from None
         try:
-            return native.create_shader_module(self.device.device, source, file, self.checks)
+            return native.create_shader_module(self.device.device, webgpu.wgsl_source(source), file, self.checks)
         except wgpu.GPUError as error:
             raise GpuError(f"Shader {file} does not compile on {self.device.info['device']}: {error}") from None
 

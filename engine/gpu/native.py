@@ -58,6 +58,15 @@ def _native() -> bool:
 NATIVE = _native()
 """Whether the C paths are used (read once: a process takes one path throughout)."""
 
+
+def use_public_api() -> None:
+    """Take wgpu-py's public API throughout: where ``wgpu`` is another implementation of it (Dawn,
+    ``engine.gpu.webgpu``), before the backend is loaded."""
+    global NATIVE
+    if _loaded and NATIVE:
+        raise RuntimeError("wgpu-native's backend is loaded already: choose the API before")
+    NATIVE = False
+
 _loaded = False
 _loading = threading.Lock()  # a second thread waits for the first's import: two at once fail
 
@@ -73,7 +82,7 @@ def load_backend(cache: Path) -> None:
             from sayso.engine.gpu.wgpu_ffi import import_backend
 
             import_backend(cache)
-        else:
+        else:  # under Dawn (``engine.gpu.webgpu``) the name is Dawn's backend
             import importlib
 
             importlib.import_module(BACKEND)

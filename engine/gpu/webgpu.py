@@ -1,0 +1,212 @@
+"""Which WebGPU implementation runs the engine: wgpu-native (wgpu-py) or Google's Dawn (wgpudawn).
+
+Both offer wgpu-py's API, so the rest of the GPU layer imports ``wgpu`` and never asks which it got.
+They differ in what they reach: only Dawn enables subgroup matrices (``chromium-experimental-subgroup-
+matrix``: the tensor cores, from WGSL), and only wgpu-native runs on older software drivers (Dawn
+refuses Mesa 22's lavapipe) and has the C paths of ``engine.gpu.native``.
+
+``choose`` decides once a process, before anything imports ``wgpu``: ``SAYSO_WEBGPU`` names one
+(``wgpu`` or ``dawn``), or ``auto`` (the default) takes Dawn where wgpudawn is installed and its adapter
+offers the subgroup-matrix configuration our kernels are written for (f16 x f16 -> f32, 16x16x16),
+and wgpu-native everywhere else. The choice and its reason are ``Choice``, which
+``Device.describe`` and ``sayso doctor`` show.
+
+Dawn is made ``wgpu`` for the process by ``wgpudawn.install_as_wgpu``. Everything this module takes
+from Dawn beyond wgpu-py's API (its instance toggles, its adapter properties) is here; the one
+public-API path is wgpu-native with no Dawn at all (``SAYSO_WEBGPU=wgpu``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from sayso.engine.errors import GpuError
+
+log = logging.getLogger(__name__)
+
+ENV = "SAYSO_WEBGPU"
+WGPU_NATIVE, DAWN = "wgpu-native", "dawn"
+CHOICES = {"auto": None, "wgpu": WGPU_NATIVE, "wgpu-native": WGPU_NATIVE, "dawn": DAWN}
+
+DAWN_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
+"""Instance toggles: the first lets a device have Dawn's experimental features (subgroup matrices);
+without the second Dawn offers NVIDIA's Vulkan drivers no ``shader-f16``, and so no f16 subgroup
+matrices."""
+
+SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
+MATRIX_CONFIG = {"component_type": "f16", "result_component_type": "f32", "m": 16, "n": 16, "k": 16}
+"""The subgroup-matrix shape the fast tier's kernels are written for (``shaders/gemm_matrix.wgsl``)."""
+FEATURE_NAMES = {WGPU_NATIVE: {}, DAWN: {"subgroup": "subgroups", "subgroup-matrix": SUBGROUP_MATRIX}}
+"""Our name of a device feature -> the implementation's, where they differ (wgpu-native's are ours)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    implementation: str  # WGPU_NATIVE or DAWN
+    why: str
+
+    def describe(self) -> str:
+        return f"WebGPU: {self.implementation} ({self.why})"
+
+
+_choice: Choice | None = None
+_choosing = threading.Lock()
+
+
+def choose() -> Choice:
+    """The implementation of this process, chosen at the first call (before ``wgpu`` is imported):
+    with Dawn, ``wgpu`` is wgpudawn from then on. Raises ``GpuError`` for a ``SAYSO_WEBGPU`` that names
+    none, or names Dawn where it can't run."""
+    global _choice
+    with _choosing:
+        if _choice is None:
+            _choice = _decide()
+            if _choice.implementation == DAWN:
+                _install_dawn()
+            log.info("%s", _choice.describe())
+        return _choice
+
+
+def chosen() -> Choice | None:
+    """The choice made, or None before ``choose``."""
+    return _choice
+
+
+def is_dawn() -> bool:
+    return _choice is not None and _choice.implementation == DAWN
+
+
+def feature_name(ours: str) -> str:
+    """The implementation's name of the device feature we call ``ours``."""
+    implementation = _choice.implementation if _choice is not None else WGPU_NATIVE
+    return FEATURE_NAMES[implementation].get(ours, ours)
+
+
+def _decide() -> Choice:
+    value = os.environ.get(ENV, "").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise GpuError(f"{ENV}={value!r} is not one of auto, wgpu, dawn. Unset it to let Sayso choose.")
+    wanted = CHOICES[value]
+    if wanted == WGPU_NATIVE:
+        return Choice(WGPU_NATIVE, f"{ENV}={value}")
+    if "wgpu" in sys.modules and not _is_dawn_module(sys.modules["wgpu"]):
+        return _refuse(wanted, "wgpu-py was imported before the engine chose")
+    if importlib.util.find_spec("wgpudawn") is None:
+        return _refuse(wanted, "wgpudawn is not installed")
+    try:
+        problem = _dawn_adapter_problem()
+    except Exception as error:  # noqa: BLE001 - Dawn failing in any way means wgpu-native
+        return _refuse(wanted, f"Dawn failed: {' '.join(str(error).split())}")
+    if wanted == DAWN:  # asked for by name: Dawn runs without subgroup matrices too, on the other tiers
+        return Choice(DAWN, f"{ENV}=dawn" + (f"; {problem}" if problem else ""))
+    if problem is None:
+        return Choice(DAWN, "its adapter has subgroup matrices")
+    return Choice(WGPU_NATIVE, problem)
+
+
+def _refuse(wanted: str | None, reason: str) -> Choice:
+    if wanted == DAWN:
+        raise GpuError(f"{ENV}=dawn, but {reason}. Install Sayso's 'dawn' extra (pip install wgpudawn) "
+                       f"or unset {ENV}.")
+    return Choice(WGPU_NATIVE, reason)
+
+
+def _is_dawn_module(module) -> bool:
+    return "wgpudawn" in sys.modules and getattr(module, "__doc__", None) == sys.modules["wgpudawn"].__doc__
+
+
+def _dawn_extras():
+    from wgpudawn.backends.dawn import extras
+
+    return extras
+
+
+def _dawn_adapter_problem() -> str | None:
+    """Why Dawn's high-performance adapter can't run the subgroup-matrix tier, or None where it can.
+    Sets Dawn's instance toggles first: its instance is made at this first adapter request."""
+    import wgpudawn
+
+    extras = _dawn_extras()
+    extras.set_instance_extras(enable_toggles=list(DAWN_TOGGLES))
+    with _stderr_kept() as said:
+        try:
+            adapter = wgpudawn.gpu.request_adapter_sync(power_preference="high-performance")
+        except RuntimeError:
+            adapter = None
+    if adapter is None:
+        reason = said[0].splitlines()[0].strip() if said and said[0].strip() else "none found"
+        raise GpuError(f"no Dawn adapter: {reason}")
+    name = adapter.info["device"]
+    if SUBGROUP_MATRIX not in adapter.features:
+        return f"Dawn's adapter {name!r} has no subgroup matrices"
+    configs = extras.get_adapter_properties(adapter).get("subgroup_matrix_configs", [])
+    if not any(_config_fits(config) for config in configs):
+        return f"Dawn's adapter {name!r} has no f16 -> f32 16x16x16 subgroup matrices"
+    return None
+
+
+@contextlib.contextmanager
+def _stderr_kept():
+    """What the process writes to its standard error meanwhile, kept from it (a list, filled at the
+    end): Dawn writes why it refuses an adapter there itself, which would reach a command's output."""
+    said: list[str] = []
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to keep
+        yield said
+        return
+    with tempfile.TemporaryFile() as kept:
+        os.dup2(kept.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            kept.seek(0)
+            said.append(kept.read().decode(errors="replace"))
+    if said[0].strip():
+        log.debug("Dawn said: %s", said[0].strip())
+
+
+def _config_fits(config: dict) -> bool:
+    return all(str(config.get(key)).lower() == str(value) for key, value in MATRIX_CONFIG.items())
+
+
+def _install_dawn() -> None:
+    import wgpudawn
+
+    if "wgpu" not in sys.modules:  # ``_decide`` refused an imported wgpu-py; a Dawn ``wgpu`` stays
+        wgpudawn.install_as_wgpu()
+
+
+def subgroup_matrix_configs(adapter) -> list[dict]:
+    """The adapter's subgroup-matrix configurations (Dawn only; [] on wgpu-native)."""
+    if not is_dawn():
+        return []
+    return list(_dawn_extras().get_adapter_properties(adapter).get("subgroup_matrix_configs", []))
+
+
+ENABLE = re.compile(r"^[ \t]*enable[ \t]+([\w, \t]+);[ \t]*$", re.MULTILINE)
+USES_SUBGROUPS = re.compile(r"\bsubgroup[A-Z]\w*\s*[(<]|@builtin\(\s*subgroup_")
+
+
+def wgsl_source(source: str) -> str:
+    """``source`` (files of ``shaders/`` joined) as the chosen implementation's compiler takes it: its
+    ``enable`` directives first, once each, as WGSL wants them before any declaration; on Dawn with
+    ``enable subgroups;`` where it uses subgroup builtins, which Tint requires and naga refuses."""
+    extensions = dict.fromkeys(name.strip() for names in ENABLE.findall(source) for name in names.split(","))
+    extensions.pop("", None)
+    if is_dawn() and USES_SUBGROUPS.search(source):
+        extensions["subgroups"] = None
+    elif not is_dawn():
+        extensions.pop("subgroups", None)
+    body = ENABLE.sub("", source)
+    return "".join(f"enable {name};\n" for name in extensions) + body
