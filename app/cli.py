@@ -20,6 +20,17 @@ from sayso.app.platform.clipboard_keeper import KEEP_CLIPBOARD
 from sayso.engine.errors import SaysoError
 
 FORMATS = ("txt", "json", "srt", "vtt")
+INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl+C (SIGINT), as the shells give it."""
+MAX_RUNS = 1000
+"""``sayso bench --runs``: far more warm runs than a median needs; a typo of one digit too many is refused."""
+MAX_BATCH = 64
+"""``--batch``: windows per encoder pass, far above what was measured to help (docs/PERFORMANCE.md); the
+engine lowers it further to what memory allows (``Engine.encoder_batch``)."""
+MAX_WORKERS = 1000
+"""``--ray-workers``: engines a cluster is asked for."""
+MAX_CHUNK_S = 30.0
+"""``sayso bench --stream --chunk``: at most one model window of audio per chunk."""
 
 
 def _progress_bar(label: str):
@@ -39,6 +50,11 @@ def _progress_bar(label: str):
 
 def _note(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+def _loading_note(fraction: float, message: str) -> None:
+    """A model's conversion or download progress (``engine.models.Progress``), as notes."""
+    _note(message)
 
 
 def _engine(args, model: Path | None = None):
@@ -98,7 +114,7 @@ def cmd_transcribe(args) -> int:
         raise SaysoError("--recursive finds the files in folders to transcribe into a folder: add -o OUTDIR.")
     write = dictation_text(args) if args.dictation else None
     engine = _engine(args)
-    failed = 0
+    done = failed = 0
     for path in args.files:
         try:
             transcript = engine.transcribe_file(
@@ -112,10 +128,17 @@ def cmd_transcribe(args) -> int:
             print(f"sayso: {error}", file=sys.stderr)
             failed += 1
             continue
-        if write is None:
-            write_out(render(transcript, args.format, file=str(path)))
-        else:
+        except KeyboardInterrupt:
+            left = len(args.files) - done - failed
+            print(f"sayso: interrupted: {done} transcribed, {failed} failed, {left} left", file=sys.stderr)
+            return INTERRUPTED
+        done += 1
+        if write is not None:
             write_out(write(transcript.text))
+        elif len(args.files) > 1 and args.format != "json":  # JSON names its file; the others get a header
+            write_out(f"==> {path} <==\n{render(transcript, args.format, file=str(path))}\n")
+        else:
+            write_out(render(transcript, args.format, file=str(path)))
     return 1 if failed else 0
 
 
@@ -128,7 +151,7 @@ def transcribe_into(args) -> int:
     if args.dictation:
         raise SaysoError("--dictation prints one dictation's text; drop -o, or drop --dictation for transcripts.")
     files = archive_files([Path(p) for p in args.files], args.format, args.recursive)
-    model = models.resolve(args.model, _note) if args.model else models.default_model(_note)
+    model = models.resolve(args.model, _loading_note) if args.model else models.default_model(_loading_note)
     options = {"format": args.format, "language": args.language, "task": args.task, "prompt": args.prompt}
     show = _ArchiveProgress()
 
@@ -151,7 +174,7 @@ def transcribe_into(args) -> int:
         summary = transcribe_archive(files, Path(args.output_dir), model, options, transcribe_many, show, failed)
     show.clear()
     print(_summary_text(summary), file=sys.stderr)
-    return 1 if summary.failed else 0
+    return INTERRUPTED if summary.interrupted else 1 if summary.failed else 0
 
 
 class _ArchiveProgress:
@@ -192,8 +215,10 @@ class _ArchiveProgress:
 
 
 def _summary_text(summary) -> str:
-    lines = [f"sayso: {summary.transcribed} transcribed, {summary.skipped} skipped (done before), "
-             f"{len(summary.failed)} failed"]
+    others = f", {summary.by_others} done by another run" if summary.by_others else ""
+    left = f", {summary.left} left" if summary.interrupted else ""
+    lines = [f"sayso: {'interrupted: ' if summary.interrupted else ''}{summary.transcribed} transcribed, "
+             f"{summary.skipped} skipped (done before){others}, {len(summary.failed)} failed{left}"]
     lines += [f"  failed: {_failure_text(path, message)}" for path, message in summary.failed]
     speed = f" ({summary.audio_s / summary.wall_s:.1f}x realtime)" if summary.wall_s and summary.audio_s else ""
     lines.append(f"sayso: {summary.audio_s / 3600:.2f} h of audio in {_duration_text(summary.wall_s)}{speed}")
@@ -212,6 +237,46 @@ def _duration_text(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+class _Messages:
+    """Standard error as the command writes its messages (notes, progress, logging): one that fails (a
+    reader gone, a full disk) ends the messages, never the work, which goes to stdout or to files."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError):  # ValueError: the stream was closed
+            self.stream = open(os.devnull, "w")
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.stream = open(os.devnull, "w")
+
+    def isatty(self) -> bool:
+        return not self.stream.closed and self.stream.isatty()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _keep_messages_harmless() -> None:
+    """Standard error for the command's messages, whatever the user left of it. A closed one (``2>&-``)
+    gets /dev/null as its descriptor 2, so that no file opened later takes that number and with it what
+    the native libraries print there; Python leaves ``sys.stderr`` None then."""
+    if sys.stderr is None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != 2:
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        sys.stderr = open(2, "w", closefd=False)
+    sys.stderr = _Messages(sys.stderr)
 
 
 class OutputError(SaysoError):
@@ -248,6 +313,11 @@ def flush_stdout(text: str = "") -> None:
 
 
 def cmd_convert(args) -> int:
+    from sayso.engine.files import check_output
+
+    out = args.src if args.random else args.out
+    if out is not None:
+        check_output(Path(out))  # before the work, not after it
     if args.random:  # `convert --random FAMILY OUT.gguf`: the one positional is the output
         from sayso.engine.convert.random_model import write_random_model
         from sayso.engine.convert.random_whisper import SHAPES, write_random_whisper
@@ -394,8 +464,55 @@ def installed_version() -> str:
         return "unknown"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a refusal in one line: what is wrong, and where the options are listed."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}. See {self.prog} --help.\n")
+
+
+def _whole_number(low: int, high: int, what: str):
+    """An argparse type: a whole number from ``low`` to ``high``, else a refusal giving that range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _seconds(low_excluded: float, high: float, what: str):
+    """An argparse type: seconds above ``low_excluded`` and at most ``high``, else a refusal giving that range."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not low_excluded < value <= high:  # NaN fails the comparison too
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}: give more than {low_excluded:g} and at "
+                                             f"most {high:g} seconds")
+        return value
+
+    return parse
+
+
+def _named(what: str):
+    """An argparse type: a name or path that isn't empty (an empty one would mean the current folder, or the
+    default model, without saying so)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"the {what} is empty: give its name")
+        return text
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sayso", description="Local dictation and transcription on the GPU.")
+    parser = _Parser(prog="sayso", description="Local dictation and transcription on the GPU.")
     add_arguments(parser)
     parser.add_argument(
         "--selftest", metavar="FILE", help="load the default model, transcribe FILE, print the text; exit 0 if there is text"
@@ -405,23 +522,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def engine_options(p):
-        p.add_argument("--model", help="model name (in the models folder) or path to a GGUF file; default: whisper-tiny.en")
+        p.add_argument("--model", type=_named("model"), help="model name (in the models folder) or path to a GGUF file; default: whisper-tiny.en")
         p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="compute backend (default: auto)")
         p.add_argument("--language", help="spoken language code (e.g. en, de); default: detect")
 
     p = sub.add_parser("transcribe", help="transcribe audio or video files")
     p.add_argument("files", nargs="+", metavar="FILE_OR_DIR")
-    p.add_argument("-o", "--output-dir", metavar="OUTDIR",
+    p.add_argument("-o", "--output-dir", metavar="OUTDIR", type=_named("output folder"),
                    help="write each transcript to a file under OUTDIR (folders: their audio and video files), "
                         "resumably: a rerun skips what is done")
     p.add_argument("--recursive", action="store_true", help="with -o: the files in the folders' subfolders too")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="with -o: transcribe on a Ray cluster (sayso[cluster], docs/CLUSTER.md): auto, HOST:PORT, "
                         "or local (a Ray instance of this machine, started for the run)")
-    p.add_argument("--ray-workers", type=int, metavar="N",
+    p.add_argument("--ray-workers", type=_whole_number(1, MAX_WORKERS, "workers"), metavar="N",
                    help="with --ray: engines to start (default: one per GPU of the cluster; without GPUs or with "
                         "--device cpu, one per node)")
-    p.add_argument("--batch", type=int, metavar="N",
+    p.add_argument("--batch", type=_whole_number(1, MAX_BATCH, "windows"), metavar="N",
                    help="with -o: windows of 30 s, from one file or several, that the encoder takes in one pass "
                         "(default: 1, one file at a time; Whisper models); with --ray, also the files "
                         "a worker is sent at a time")
@@ -438,8 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_transcribe)
 
     p = sub.add_parser("convert", help="convert a CTranslate2 or Hugging Face Whisper model to GGUF")
-    p.add_argument("src", nargs="?", help="CTranslate2 or Hugging Face model directory")
-    p.add_argument("out", nargs="?", help="output .gguf file")
+    p.add_argument("src", nargs="?", type=_named("model folder or output file"), help="CTranslate2 or Hugging Face model directory")
+    p.add_argument("out", nargs="?", type=_named("output file"), help="output .gguf file")
     p.add_argument("--type", choices=("f16", "q8_0"),
                    help="type of the weight matrices (default: q8_0; a --random Parakeet or GigaAM model is F32, as "
                         "their reference converters write, unless --type q8_0 is given)")
@@ -452,15 +569,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_convert)
 
     p = sub.add_parser("bench", help="time model load, first call and warm transcription of a file")
-    p.add_argument("model")
-    p.add_argument("file", nargs="?")
+    p.add_argument("model", type=_named("model"))
+    p.add_argument("file", nargs="?", type=_named("audio file"))
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="our backend (auto: gpu)")
     p.add_argument("--folder", metavar="DIR",
                    help="hours of audio transcribed per hour of wall time for DIR's audio and video files: ours "
                         "with --batch windows per encoder pass and file by file, transcribe.cpp (Vulkan for the "
                         "GPU, else CPU) file by file, each in its own process")
-    p.add_argument("--batch", type=int, default=8, help="with --folder: windows per encoder pass (default: 8)")
-    p.add_argument("--runs", type=int, default=5, help="warm runs (default: 5; with --folder, passes over DIR)")
+    p.add_argument("--batch", type=_whole_number(1, MAX_BATCH, "windows"), default=8,
+                   help="with --folder: windows per encoder pass (default: 8)")
+    p.add_argument("--runs", type=_whole_number(1, MAX_RUNS, "runs"), default=5, help="warm runs (default: 5; with --folder, passes over DIR)")
     p.add_argument("--compare", action="store_true",
                    help="also run transcribe.cpp (Vulkan, CPU) and faster-whisper (CPU, on the CTranslate2 files the "
                         "model came from) on the same file, each in its own process")
@@ -474,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "GPU time per kernel, and what the host adds to it")
     from sayso.engine.stream import FEED_SECONDS
 
-    p.add_argument("--chunk", type=float, default=FEED_SECONDS,
+    p.add_argument("--chunk", type=_seconds(0, MAX_CHUNK_S, "a chunk's length"), default=FEED_SECONDS,
                    help=f"with --stream: seconds of audio per chunk (default: {FEED_SECONDS}, as the app feeds a dictation)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_bench)
@@ -497,7 +615,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    stderr = sys.stderr
+    _keep_messages_harmless()
+    try:
+        return _run(sys.argv[1:] if argv is None else argv)
+    finally:
+        sys.stderr = stderr  # a caller in this process (a test) gets its own back
+
+
+def _elsewhere(args, error: OSError) -> str | None:
+    """Where else to write when a write to the output the user named (``-o``'s folder, ``convert``'s file)
+    was refused: the data folder's setting has nothing to do with it."""
+    if args.command == "transcribe" and args.output_dir is not None:
+        named, advice = Path(args.output_dir), "Give -o a folder you can write."
+    elif args.command == "convert" and (args.src if args.random else args.out) is not None:
+        named, advice = Path(args.src if args.random else args.out).parent, "Write the model into a folder you can write."
+    else:
+        return None
+    refused = Path(str(error.filename or "")).absolute()
+    return advice if refused == named.absolute() or named.absolute() in refused.parents else None
+
+
+def _run(argv: list[str]) -> int:
     if argv == [KEEP_CLIPBOARD]:  # the process a quitting app leaves the clipboard to: no parser, no Qt
         from sayso.app.platform.clipboard_keeper import keep
 
@@ -526,8 +665,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sayso: {error}", file=sys.stderr)
         return 1
     except OSError as error:  # the environment refused: permissions, a full disk, a folder that went away
-        print(f"sayso: {environment_error(error)}", file=sys.stderr)
+        print(f"sayso: {environment_error(error, _elsewhere(args, error))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
 

@@ -20,6 +20,7 @@ import sys
 import time
 
 from sayso.engine import reference
+from sayso.engine.errors import SaysoError
 from sayso.engine.stream import FEED_SECONDS
 
 SAMPLE_RATE = 16000
@@ -203,7 +204,7 @@ def measure_folder(engine: str, model: str, folder: str, batch: int = 1, runs: i
         description = ours.describe()
 
         def transcribe_all(paths):
-            return [transcript.text for _, transcript in ours.transcribe_many(paths, batch=batch)]
+            return [_text(outcome) for _, outcome in ours.transcribe_many(paths, batch=batch)]
     else:
         transcribe, description = _open(engine, model)
 
@@ -230,6 +231,13 @@ def measure_folder(engine: str, model: str, folder: str, batch: int = 1, runs: i
         "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "texts": texts,
     }
+
+
+def _text(outcome) -> str:
+    """A transcript's text; a file that failed (``AudioError``) stops the measure, which would time less audio."""
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome.text
 
 
 def compare(model: str, file: str, engines=ENGINES, runs: int = 5) -> list[dict]:
@@ -304,10 +312,13 @@ def main() -> None:
     parser.add_argument("--folder", action="store_true", help="FILE is a folder: measure_folder")
     parser.add_argument("--batch", type=int, default=1, help="with --folder: windows per encoder pass (ours)")
     args = parser.parse_args()
-    if args.folder:
-        print(json.dumps(measure_folder(args.engine, args.model, args.file, args.batch, args.runs)))
-    else:
-        print(json.dumps(measure(args.engine, args.model, args.file, args.runs)))
+    try:
+        if args.folder:
+            print(json.dumps(measure_folder(args.engine, args.model, args.file, args.batch, args.runs)))
+        else:
+            print(json.dumps(measure(args.engine, args.model, args.file, args.runs)))
+    except SaysoError as error:  # the parent shows the last line of stderr: the error, not a traceback's end
+        raise SystemExit(str(error)) from None
 
 
 if __name__ == "__main__":

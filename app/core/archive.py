@@ -5,34 +5,54 @@ input name (``talk.wav`` → ``talk.wav.txt``): ``talk.wav`` and ``talk.mp3`` si
 not one overwriting the other. A manifest in OUTDIR (``MANIFEST_NAME``, JSON lines) gets a record for each
 file as it is done or fails, flushed to disk before the next one starts, so that a run killed at any
 moment loses at most the file in progress; a rerun skips the files done with the same model and options
-whose output is still there, and tries again those that failed or were cut short.
+whose output is still there as it was written (its size and checksum are in the record), and tries again
+those that failed or were cut short. A damaged manifest line (a disk that filled while it was written) is
+skipped with a warning naming it: its file is done again.
+
+Runs into one OUTDIR share the work: each file is claimed (a lock on the lock file beside the manifest,
+``LOCK_NAME``) while it is transcribed, so that a second run takes the files no run holds, and then waits
+for those another run holds, taking them over if that run ended without recording them.
 
 No Qt and no printing: the command line parses the options and shows the ``Progress`` and ``Summary``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import os
+import signal
+import stat
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sayso.engine import audio
 from sayso.engine.errors import AudioError, SaysoError
-from sayso.engine.files import write_text_atomically
+from sayso.engine.files import SPECIAL_FILES, check_output, checksum, write_text_atomically
 from sayso.engine.formats import render
 
+log = logging.getLogger(__name__)
+
 MANIFEST_NAME = ".sayso-manifest.jsonl"
+LOCK_NAME = ".sayso-manifest.lock"
+""" Beside the manifest: its byte 0 locked while a run reads or appends to the manifest, and one byte a
+file (at an offset from the file's checksum) while a run transcribes it. POSIX record locks (``lockf``):
+one lock file for any number of files, released by the system when a run dies."""
 
 
 @dataclass(frozen=True)
 class ArchiveFile:
-    """One input: ``path`` as given or found, ``output`` its transcript's path relative to OUTDIR."""
+    """One input: ``path`` as given or found, ``output`` its transcript's path relative to OUTDIR;
+    ``unreadable``: why a folder could not be listed, for a folder whose files can't be known."""
 
     path: Path
     output: Path
+    unreadable: str | None = None
 
 
 def archive_files(paths: list[Path], fmt: str, recursive: bool) -> list[ArchiveFile]:
@@ -44,9 +64,12 @@ def archive_files(paths: list[Path], fmt: str, recursive: bool) -> list[ArchiveF
     found: dict[Path, ArchiveFile] = {}
     claimed: dict[Path, Path] = {}
     for given in paths:
-        for path, relative in _contents(given, recursive):
+        for path, relative, unreadable in _contents(given, recursive):
             real = path.resolve()
             if real in found:
+                continue
+            if unreadable:
+                found[real] = ArchiveFile(path, relative, unreadable)
                 continue
             output = relative.with_name(f"{relative.name}.{fmt}")
             if output in claimed:
@@ -58,17 +81,23 @@ def archive_files(paths: list[Path], fmt: str, recursive: bool) -> list[ArchiveF
 
 
 def _contents(given: Path, recursive: bool):
-    """(path, path relative to the output folder) for a path given: a file is its own name; a folder, its
-    media files by their path inside it. Links to folders are not followed: a link back up would never end."""
+    """(path, path relative to the output folder, None) for a path given: a file is its own name; a
+    folder, its media files by their path inside it; (folder, its path, why) for a folder that can't be
+    listed, whose files would otherwise be left out without a word. Links to folders are not followed: a
+    link back up would never end."""
     if not given.is_dir():
-        yield given, Path(given.name)  # a missing or special file fails in its turn, as a bad file does
+        yield given, Path(given.name), None  # a missing or special file fails in its turn, as a bad file does
         return
-    for folder, subfolders, names in os.walk(given):
+    unreadable: list[OSError] = []
+    for folder, subfolders, names in os.walk(given, onerror=unreadable.append):
         subfolders[:] = sorted(subfolders) if recursive else []
         for name in sorted(names):
             path = Path(folder, name)
             if path.suffix.lower() in audio.MEDIA_SUFFIXES and path.is_file():
-                yield path, path.relative_to(given)
+                yield path, path.relative_to(given), None
+    for error in unreadable:
+        folder = Path(error.filename)
+        yield folder, folder.relative_to(given), f"{folder}: the folder can't be read ({error.strerror})"
 
 
 def file_identity(path: Path) -> dict:
@@ -79,35 +108,142 @@ def file_identity(path: Path) -> dict:
 
 class Manifest:
     """OUTDIR's record of the files done and failed: one JSON object a line, appended, the last line about
-    a file the one that counts. Each line is on disk (flush, fsync) before the next file starts."""
+    a file the one that counts. Each line is on disk (flush, fsync) before the next file starts. Read and
+    appended under a lock, so that runs into one OUTDIR see each other's lines as they come (``refresh``)."""
 
     def __init__(self, outdir: Path) -> None:
         self.path = outdir / MANIFEST_NAME
+        check_output(self.path)  # a pipe there would hang the run's first read
         self.latest: dict[str, dict] = {}
-        text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
-        self.torn = not text.endswith("\n") and text != ""  # a line cut short: the next starts on a line of its own
-        for line in text.splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # the last line of a run killed while writing it
-                continue
-            self.latest[record["input"]["path"]] = record
+        self.read_bytes = 0
+        self.lines = 0
+        self.tail = b""  # a last line not ended yet: cut short by a kill
+        self.warned: set[int] = set()
+        _make_folder(outdir)
+        check_output(outdir / LOCK_NAME)
+        self.lock = os.open(outdir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+        with self.locked():
+            self.refresh()
+        if self.tail and _record(self.tail)[0] is None:
+            self._warn(self.lines + 1, "is cut short")
+
+    def locked(self):
+        return _Lock(self.lock, 0)
+
+    def refresh(self) -> None:
+        """Take in the lines appended since the last read (by this run or another). Call it locked."""
+        try:
+            with open(self.path, "rb") as manifest:
+                manifest.seek(self.read_bytes)
+                data = manifest.read()
+        except FileNotFoundError:
+            return
+        self.read_bytes += len(data)
+        *complete, self.tail = (self.tail + data).split(b"\n")
+        for line in complete:
+            self.lines += 1
+            record, problem = _record(line)
+            if record is not None:
+                self.latest[record["input"]["path"]] = record
+            elif problem:
+                self._warn(self.lines, problem)
+        last, _ = _record(self.tail)  # whole but for its line's end: the kill came just before it
+        if last is not None:
+            self.latest[last["input"]["path"]] = last
+
+    def _warn(self, line: int, problem: str) -> None:
+        """Say once that a damaged line is skipped (a line cut short is reported again once it is ended)."""
+        if line not in self.warned:
+            self.warned.add(line)
+            log.warning("%s: line %d %s: skipped, its file is done again", self.path, line, problem)
 
     def is_done(self, file: ArchiveFile, outdir: Path, model: dict, options: dict) -> bool:
-        """Whether ``file`` as it is now was transcribed with this model and options, its output still there."""
+        """Whether ``file`` as it is now was transcribed with this model and options, its output still there
+        as it was written."""
         record = self.latest.get(str(file.path.resolve()))
         return (record is not None and record["status"] == "done" and record["input"] == _identity_or_path(file.path)
                 and record["model"] == model and record["options"] == options
-                and record["output"] == str(file.output) and (outdir / file.output).is_file())
+                and record["output"] == str(file.output) and _intact(outdir / file.output, record))
 
     def append(self, record: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as manifest:
-            manifest.write(("\n" if self.torn else "") + json.dumps(record, ensure_ascii=False) + "\n")
-            manifest.flush()
-            os.fsync(manifest.fileno())
-        self.torn = False
-        self.latest[record["input"]["path"]] = record
+        with self.locked():
+            self.refresh()
+            with open(self.path, "ab") as manifest:
+                line = json.dumps(record, ensure_ascii=False) + "\n"
+                manifest.write((b"\n" if self.tail else b"") + line.encode("utf-8"))
+                manifest.flush()
+                os.fsync(manifest.fileno())
+            self.refresh()
+
+    def close(self) -> None:
+        os.close(self.lock)
+
+
+def _make_folder(outdir: Path) -> None:
+    """OUTDIR, made if need be; SaysoError when it is something else than a folder."""
+    try:
+        mode = outdir.stat().st_mode
+    except FileNotFoundError:
+        outdir.mkdir(parents=True)
+        return
+    if not stat.S_ISDIR(mode):
+        kind = SPECIAL_FILES.get(stat.S_IFMT(mode), "a file")
+        raise SaysoError(f"{outdir} is {kind}, not a folder: give -o a folder to write the transcripts into.")
+
+
+class _Lock:
+    """An exclusive POSIX record lock on byte ``offset`` of the lock file ``fd``, for a ``with`` block."""
+
+    def __init__(self, fd: int, offset: int) -> None:
+        self.fd, self.offset = fd, offset
+
+    def take(self, wait: bool) -> bool:
+        """Lock it; False when ``wait`` is False and another process holds it."""
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB), 1, self.offset)
+        except (BlockingIOError, PermissionError):  # held elsewhere (PermissionError: EACCES, on some systems)
+            return False
+        return True
+
+    def release(self) -> None:
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
+
+    def __enter__(self):
+        self.take(wait=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _record(line: bytes) -> tuple[dict | None, str | None]:
+    """A manifest line's record, or None and what is wrong with it (None for an empty line)."""
+    if not line.strip():
+        return None, None
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "is not UTF-8 text (cut inside a character?)"
+    except json.JSONDecodeError:
+        return None, "is not JSON (cut short?)"
+    valid = (isinstance(record, dict) and isinstance(record.get("input"), dict)
+             and isinstance(record["input"].get("path"), str) and record.get("status") in ("done", "failed")
+             and isinstance(record.get("output"), str))
+    return (record, None) if valid else (None, "is not a record of a file")
+
+
+def _intact(output: Path, record: dict) -> bool:
+    """Whether ``output`` is the file the record's run wrote: its size and checksum, where the record has
+    them (a record of an earlier Sayso has neither: the file being there is all it can say)."""
+    if not output.is_file():
+        return False
+    if "output_checksum" not in record:
+        return True
+    data = output.read_bytes()
+    if len(data) == record.get("output_size") and checksum(data) == record["output_checksum"]:
+        return True
+    log.warning("%s was changed or damaged since it was written: it is transcribed again", output)
+    return False
 
 
 @dataclass
@@ -139,6 +275,11 @@ class Summary:
     failed: list[tuple[Path, str]] = field(default_factory=list)
     audio_s: float = 0.0
     wall_s: float = 0.0
+    by_others: int = 0
+    """Files another run into OUTDIR did while this one ran."""
+    left: int = 0
+    """Files not done when the run was interrupted."""
+    interrupted: bool = False
 
 
 class ArchiveRun:
@@ -152,31 +293,82 @@ class ArchiveRun:
         self.outdir, self.options = outdir, options
         self.manifest = Manifest(outdir)
         self.model = file_identity(model)
+        unreadable = [(f.path, f.unreadable) for f in files if f.unreadable]
+        files = [f for f in files if not f.unreadable]
         self.todo = [f for f in files if not self.manifest.is_done(f, outdir, self.model, options)]
-        self.summary = Summary(skipped=len(files) - len(self.todo))
+        self.summary = Summary(skipped=len(files) - len(self.todo), failed=unreadable)
         self.lengths = {f: _length(f.path) for f in self.todo}
         self.progress = Progress(len(self.todo), sum(s for s in self.lengths.values() if s is not None))
+        self.claims: dict[ArchiveFile, _Lock] = {}
+
+    def claimed(self) -> Iterator[ArchiveFile]:
+        """The files to do, each as this run claims it: first those no other run into OUTDIR holds, then,
+        waiting for each, those another one held; a file another run recorded meanwhile is counted and
+        left to it. A claim lasts until the file's outcome is recorded."""
+        held = []
+        for file in self.todo:
+            taken = self._claim(file, wait=False)
+            if taken is None:
+                held.append(file)
+            elif taken:
+                yield file
+        for file in held:
+            if self._claim(file, wait=True):
+                yield file
+
+    def _claim(self, file: ArchiveFile, wait: bool) -> bool | None:
+        """Claim ``file``: True when this run is to do it, False when another run recorded it meanwhile,
+        None when another run holds it and ``wait`` is False."""
+        key = str(file.path.resolve())
+        claim = _Lock(self.manifest.lock, 1 + int(checksum(key.encode()), 16) % 2**62)
+        if not claim.take(wait):
+            return None
+        with self.manifest.locked():
+            self.manifest.refresh()
+        # Not done when this run started: done now, it was by another run. Failed there, it is tried again
+        # here, as a rerun would.
+        if not self.manifest.is_done(file, self.outdir, self.model, self.options):
+            self.claims[file] = claim
+            return True
+        claim.release()
+        self.summary.by_others += 1
+        self._count(file)
+        return False
 
     def record_done(self, file: ArchiveFile, transcript) -> None:
-        target = self.outdir / file.output
-        for stale in target.parent.glob(f".{target.name}.*.tmp"):  # a write a killed run left half done
-            stale.unlink(missing_ok=True)
-        write_text_atomically(target, render(transcript, self.options["format"], file=str(file.path)))
-        self.summary.transcribed += 1
-        self.summary.audio_s += transcript.duration
-        self._record(file, {"status": "done", "audio_s": transcript.duration})
+        text = render(transcript, self.options["format"], file=str(file.path))
+        written = text.encode("utf-8")
+        with _uninterrupted():
+            write_text_atomically(self.outdir / file.output, text)
+            self._record(file, {"status": "done", "audio_s": transcript.duration, "output_size": len(written),
+                                "output_checksum": checksum(written)})
+            self.summary.transcribed += 1
+            self.summary.audio_s += transcript.duration
 
     def record_failed(self, file: ArchiveFile, error: str) -> None:
-        self.summary.failed.append((file.path, error))
-        self._record(file, {"status": "failed", "error": error})
+        with _uninterrupted():
+            self._record(file, {"status": "failed", "error": error})
+            self.summary.failed.append((file.path, error))
 
     def _record(self, file: ArchiveFile, outcome: dict) -> None:
         self.manifest.append({"input": _identity_or_path(file.path), "model": self.model, "options": self.options,
                               "output": str(file.output), **outcome})
+        claim = self.claims.pop(file, None)
+        if claim is not None:
+            claim.release()
+        self._count(file)
+
+    def _count(self, file: ArchiveFile) -> None:
         self.progress.files_done += 1
         self.progress.audio_done_s += self.lengths[file] or 0.0
 
+    def interrupt(self) -> None:
+        """Note that the run was stopped (Ctrl+C) with files left."""
+        self.summary.interrupted = True
+        self.summary.left = self.progress.files - self.progress.files_done
+
     def finish(self) -> Summary:
+        self.manifest.close()
         self.summary.wall_s = time.monotonic() - self.started
         return self.summary
 
@@ -190,12 +382,17 @@ def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, opti
     ``options``: format, language, task and prompt, as the manifest keeps them. ``transcribe_many(paths,
     progress)``: the engine's ``transcribe_many`` with the options, yielding (path, transcript or
     ``AudioError``) in the order of ``paths``; called only when there are files to do (so a rerun with
-    nothing left loads no model). ``show(progress, seconds of the current file done)``: called as the
-    work goes; ``failed(path, message)`` as a file fails. A bad file (not audio, damaged, empty:
+    nothing left loads no model); the paths are claimed as it takes them (``ArchiveRun.claimed``).
+    ``show(progress, seconds of the current file done)``: called as the work goes; ``failed(path,
+    message)`` as a file fails, a folder that can't be read first. A bad file (not audio, damaged, empty:
     ``AudioError``) is recorded as failed and the run goes on; any other error (options the model
-    refuses, an output that can't be written) would fail every file alike, so it stops the run.
+    refuses, an output that can't be written) would fail every file alike, so it stops the run. Ctrl+C
+    stops it too, with the files left in the summary.
     """
     run = ArchiveRun(files, outdir, model, options)
+    if failed:
+        for path, message in run.summary.failed:
+            failed(path, message)
     if not run.todo:
         return run.finish()
     todo = {file.path: file for file in run.todo}
@@ -203,17 +400,37 @@ def transcribe_archive(files: list[ArchiveFile], outdir: Path, model: Path, opti
     if show:
         show(run.progress, 0.0)
         report = lambda path, fraction: show(run.progress, fraction * (run.lengths[todo[path]] or 0.0))  # noqa: E731
-    for path, outcome in transcribe_many(list(todo), report):
-        file = todo[path]
-        if isinstance(outcome, AudioError):
-            run.record_failed(file, str(outcome))
-            if failed:
-                failed(file.path, str(outcome))
-        else:
-            run.record_done(file, outcome)
-        if show:
-            show(run.progress, 0.0)
+    try:
+        for path, outcome in transcribe_many((file.path for file in run.claimed()), report):
+            file = todo[path]
+            if isinstance(outcome, AudioError):
+                run.record_failed(file, str(outcome))
+                if failed:
+                    failed(file.path, str(outcome))
+            else:
+                run.record_done(file, outcome)
+            if show:
+                show(run.progress, 0.0)
+    except KeyboardInterrupt:
+        run.interrupt()
     return run.finish()
+
+
+@contextmanager
+def _uninterrupted():
+    """Ctrl+C (SIGINT) held back for the ``with`` block, so that a file's outcome is recorded whole (its
+    output, its manifest line, the summary's counts) or not at all: it stops the run once the block ends."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers are the main thread's
+        yield
+        return
+    asked = []
+    previous = signal.signal(signal.SIGINT, lambda *_: asked.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if asked:
+            raise KeyboardInterrupt
 
 
 def _length(path: Path) -> float | None:

@@ -16,8 +16,15 @@ HINTS = {
 }
 
 
-def environment_error(error: OSError) -> str:
-    """One line for an operating system's refusal: what failed, on which file, and what to do."""
+REFUSED_WRITES = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def environment_error(error: OSError, elsewhere: str | None = None) -> str:
+    """One line for an operating system's refusal: what failed, on which file, and what to do.
+    ``elsewhere``: what to do instead of the data folder's hint when a write the user placed was
+    refused (``sayso transcribe -o``'s folder, ``sayso convert``'s output)."""
     where = f" ({error.filename})" if error.filename else ""
+    if elsewhere and error.errno in REFUSED_WRITES:
+        return f"{error.strerror or error}{where}. {elsewhere}"
     hint = HINTS.get(error.errno, "Check the file and folder named, and try again.")
     return f"{error.strerror or error}{where}. {hint}"

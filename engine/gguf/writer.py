@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
+from sayso.engine.files import atomic_output
 from sayso.engine.gguf.header import StringArray
 from sayso.engine.gguf.sums import write_sums
 
@@ -82,32 +82,25 @@ def write_gguf(path: str | os.PathLike, architecture: str, metadata: list[Meta],
     """Write ``path``: ``general.architecture`` first (GGUFWriter puts it there), then ``metadata``
     and ``tensors`` in the order given. Replaces ``path`` atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies, unlike mkstemp
     try:
-        writer = GGUFWriter(tmp, architecture)
-        for m in metadata:
-            if m.key == "general.architecture":
-                raise ValueError("general.architecture is written from the architecture argument")
-            vtype, sub_type = _parse_type(m.type)
-            writer.add_key_value(m.key, _plain(m.value), vtype, sub_type)
-        sums = {}
-        for t in tensors:
-            data = encode(t)
-            sums[t.name] = zlib.crc32(data)
-            writer.add_tensor(t.name, data, raw_dtype=GGMLQuantizationType[t.ggml_type])
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        os.replace(tmp, path)
+        with atomic_output(path) as tmp:
+            writer = GGUFWriter(tmp, architecture)
+            for m in metadata:
+                if m.key == "general.architecture":
+                    raise ValueError("general.architecture is written from the architecture argument")
+                vtype, sub_type = _parse_type(m.type)
+                writer.add_key_value(m.key, _plain(m.value), vtype, sub_type)
+            sums = {}
+            for t in tensors:
+                data = encode(t)
+                sums[t.name] = zlib.crc32(data)
+                writer.add_tensor(t.name, data, raw_dtype=GGMLQuantizationType[t.ggml_type])
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
+            writer.close()
         write_sums(path, sums)
     except OSError as error:
-        tmp.unlink(missing_ok=True)
         if error.errno is None:  # numpy's tofile says only "N requested and M written": the disk took no more
             raise OSError(errno.ENOSPC, f"the disk took only part of the model ({error})", str(path)) from None
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
         raise
