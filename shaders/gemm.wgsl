@@ -433,33 +433,36 @@ fn put4(at: u32, stride: u32, lane: u32, v: vec4<f32>) {
     large_tiles[at + 3u * stride][lane] = v.w;
 }
 
+// The sixteen weights of `r` (read at k) as f32, in k order.
+struct Sixteen {
+    e0: vec4<f32>,
+    e1: vec4<f32>,
+    e2: vec4<f32>,
+    e3: vec4<f32>,
+}
+
+fn decode16(k: u32, r: Raw16) -> Sixteen {
+    if (WTYPE == 0u) {
+        return Sixteen(bitcast<vec4<f32>>(r.q0), bitcast<vec4<f32>>(r.q1), bitcast<vec4<f32>>(r.q2),
+                       bitcast<vec4<f32>>(r.q3));
+    }
+    if (WTYPE == 1u) {
+        return Sixteen(vec4<f32>(unpack2x16float(r.q0.x), unpack2x16float(r.q0.y)),
+                       vec4<f32>(unpack2x16float(r.q0.z), unpack2x16float(r.q0.w)),
+                       vec4<f32>(unpack2x16float(r.q1.x), unpack2x16float(r.q1.y)),
+                       vec4<f32>(unpack2x16float(r.q1.z), unpack2x16float(r.q1.w)));
+    }
+    let s = unpack2x16float(select(r.scale, r.scale >> 16u, ((k / 32u) & 1u) != 0u)).x;
+    return Sixteen(s * int8x4(r.q0.x), s * int8x4(r.q0.y), s * int8x4(r.q0.z), s * int8x4(r.q0.w));
+}
+
 // Decode `r` (read at k) into the W tile from vec4 `at`, lane `lane`: its 16 values at 16 k steps.
 fn put_w16(at: u32, lane: u32, k: u32, r: Raw16) {
-    var e0: vec4<f32>;
-    var e1: vec4<f32>;
-    var e2: vec4<f32>;
-    var e3: vec4<f32>;
-    if (WTYPE == 0u) {
-        e0 = bitcast<vec4<f32>>(r.q0);
-        e1 = bitcast<vec4<f32>>(r.q1);
-        e2 = bitcast<vec4<f32>>(r.q2);
-        e3 = bitcast<vec4<f32>>(r.q3);
-    } else if (WTYPE == 1u) {
-        e0 = vec4<f32>(unpack2x16float(r.q0.x), unpack2x16float(r.q0.y));
-        e1 = vec4<f32>(unpack2x16float(r.q0.z), unpack2x16float(r.q0.w));
-        e2 = vec4<f32>(unpack2x16float(r.q1.x), unpack2x16float(r.q1.y));
-        e3 = vec4<f32>(unpack2x16float(r.q1.z), unpack2x16float(r.q1.w));
-    } else {
-        let s = unpack2x16float(select(r.scale, r.scale >> 16u, ((k / 32u) & 1u) != 0u)).x;
-        e0 = s * int8x4(r.q0.x);
-        e1 = s * int8x4(r.q0.y);
-        e2 = s * int8x4(r.q0.z);
-        e3 = s * int8x4(r.q0.w);
-    }
-    put4(at, LARGE_VEC_PER_K, lane, e0);
-    put4(at + 4u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e1);
-    put4(at + 8u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e2);
-    put4(at + 12u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e3);
+    let e = decode16(k, r);
+    put4(at, LARGE_VEC_PER_K, lane, e.e0);
+    put4(at + 4u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e.e1);
+    put4(at + 8u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e.e2);
+    put4(at + 12u * LARGE_VEC_PER_K, LARGE_VEC_PER_K, lane, e.e3);
 }
 
 @compute @workgroup_size(256)

@@ -35,6 +35,9 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     runtime.mkdir(mode=0o700, exist_ok=True)
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
+# The WebGPU implementation (SAYSO_WEBGPU) is chosen before any test module imports wgpu, which fixes it.
+import sayso.engine.gpu  # noqa: E402, F401
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "test_data(*files): files the test reads from $SAYSO_TEST_DATA")

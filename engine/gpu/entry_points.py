@@ -136,9 +136,14 @@ ATTENTION_TILED_SUBGROUP = EntryPoint("attention_blocks.wgsl+attention_tiled_sub
                                       ATTENTION_TILED.bindings, TILED, ("subgroup",), "out", (256,), sized_by_wg=False,
                                       min_subgroup=16, same_grid=False)
 
+# ---- fast: GEMM on subgroup matrices (tensor cores, on Dawn) ---------------------------------------
+GEMM_MATRIX = EntryPoint(LINEARS + "+gemm_matrix.wgsl", "gemm_matrix", GEMM_LARGE.bindings, LINEAR,
+                         ("subgroup-matrix", "shader-f16", "subgroup"), "c", (128,), sized_by_wg=False,
+                         min_subgroup=32, same_grid=False)
+
 FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP,
                  WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP,
-                 KV_ATTEND: KV_ATTEND_SUBGROUP, ATTENTION_TILED: ATTENTION_TILED_SUBGROUP}
+                 KV_ATTEND: KV_ATTEND_SUBGROUP, ATTENTION_TILED: ATTENTION_TILED_SUBGROUP, GEMM_LARGE: GEMM_MATRIX}
 """Each portable entry point that has a fast version, and that version."""
 
 ALL = [value for value in list(globals().values()) if isinstance(value, EntryPoint)]

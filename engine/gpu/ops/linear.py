@@ -9,7 +9,7 @@ epilogue are override constants, so each combination is its own specialised pipe
 from __future__ import annotations
 
 from sayso.engine.gpu.entry_points import (
-    ADD, EMBED, GEMM, GEMM_LARGE, GEMM_SHORT, GEMM_SPLITS_SUM, GEMV, EntryPoint,
+    ADD, EMBED, GEMM, GEMM_LARGE, GEMM_MATRIX, GEMM_SHORT, GEMM_SPLITS_SUM, GEMV, EntryPoint,
 )
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
@@ -33,6 +33,9 @@ SPLIT_TARGET_GROUPS = 512
 tiles than that have K cut into parts (``SPLITS``) until there are about as many."""
 SPLIT_MIN_K = 256
 """Fewest values of K a split takes: a shorter part costs more in its partial sums than it saves."""
+MATRIX_TILE = 128  # output rows and columns per gemm_matrix workgroup (gemm_matrix.wgsl's MX_TILE)
+MATRIX_MIN_ROWS = 1
+"""Fewest rows of a for gemm_matrix, where the fast tier has it (docs/PERFORMANCE.md: gemm_matrix)."""
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
 NORM_FOLD_MAX_N = 8192
 """Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
@@ -62,9 +65,15 @@ class LinearOps(GpuOpsBase):
     ) -> GpuTensor:
         """a: [M, K], w: [N, K], bias: [N], residual: [M, N] -> [M, N] in 64x64 output tiles; 16x64
         ones up to ``SHORT_TILE_MAX_ROWS`` rows (with K in parts when they are too few to fill the GPU),
-        128x128 ones from ``LARGE_TILE_MIN_ROWS`` where the device has the workgroup memory."""
+        128x128 ones from ``LARGE_TILE_MIN_ROWS`` where the device has the workgroup memory; 128x128
+        tiles on subgroup matrices (f16 products, f32 sums) from ``MATRIX_MIN_ROWS`` where the fast tier
+        has them."""
         m = self._check_linear(a, w, bias, residual)
         out = self.empty((m, w.n))
+        if m >= MATRIX_MIN_ROWS and self.fast.is_on(GEMM_MATRIX):
+            tiles = (-(-w.n // MATRIX_TILE), -(-m // MATRIX_TILE), 1)
+            self._linear(GEMM_MATRIX, tiles, a, w, bias, act, residual, alpha, out)
+            return out
         limit = self.device.limits["max-compute-workgroup-storage-size"]
         if m >= LARGE_TILE_MIN_ROWS and limit >= LARGE_TILE_BYTES:
             entry, rows, cols = GEMM_LARGE, LARGE_TILE, LARGE_TILE
