@@ -3,6 +3,8 @@
 Shapes are small (lavapipe runs about 2 GFLOP/s) but ragged on purpose: M, N and K off the tiles, so
 every bounds check and the weights' zero padding are exercised, for each weight type. Most cases have
 few rows (``gemm_short``, up to 256); the 64x64 ``gemm`` and the 128x128 ``gemm_large`` have their own.
+The portable tiles are what these tests check, on every device; ``gemm_matrix`` (subgroup matrices,
+f16 products) has its own test, with the tolerance of f16 inputs, where the fast tier runs it.
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ import gguf
 import numpy as np
 import pytest
 
+from sayso.engine.gpu.entry_points import GEMM_MATRIX
+from sayso.engine.gpu.ops import linear
 from sayso.engine.gpu.ops.linear import NORM_FOLD_MAX_N
 from sayso.engine.ops import RowNorm, WeightSource
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def portable_tiles(monkeypatch):
+    monkeypatch.setattr(linear, "MATRIX_MIN_ROWS", 1 << 30)
 
 ACTIVATIONS = ["none", "gelu", "silu", "relu", "tanh", "square"]
 KINDS = ["F32", "F16", "Q8_0"]
@@ -102,8 +111,6 @@ SPLIT_SHAPES = {"F32": (19, 100, 1000), "F16": (37, 70, 800), "Q8_0": (19, 100, 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_gemm_with_k_in_parts_adds_them_before_the_epilogue(gpu_ops, cpu_ops, kind, monkeypatch):
-    from sayso.engine.gpu.ops import linear
-
     (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, SPLIT_SHAPES[kind], kind, True, True)
     want = cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "gelu", r_cpu, alpha=0.5)
     dispatches = gpu_ops.recorder.stats["dispatches"]
@@ -124,8 +131,6 @@ MIDDLE_SHAPES = {"F32": (300, 130, 98), "F16": (300, 100, 80), "Q8_0": (333, 100
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_gemm_between_the_short_and_the_large_tiles(gpu_ops, cpu_ops, kind):
-    from sayso.engine.gpu.ops import linear
-
     shape = MIDDLE_SHAPES[kind]
     assert linear.SHORT_TILE_MAX_ROWS < shape[0] < linear.LARGE_TILE_MIN_ROWS
     (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, shape, kind, True, True)
@@ -140,8 +145,6 @@ LARGE_SHAPES = {"F32": (1030, 130, 98), "F16": (1030, 130, 96), "Q8_0": (1100, 1
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_gemm_large_tiles_give_the_small_tiles_bits(gpu_ops, cpu_ops, kind, monkeypatch):
-    from sayso.engine.gpu.ops import linear
-
     (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, LARGE_SHAPES[kind], kind, True, True)
     large = gpu_ops.read(gpu_ops.gemm(a, w, b, "gelu", r, alpha=0.5))
     assert_close(large, cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "gelu", r_cpu, alpha=0.5))
@@ -329,3 +332,21 @@ def test_weights_and_constants_made_while_loading_are_whole_when_it_ends(gpu_ops
             gpu_ops.gemm(a, *loaded[0])
     for (weight, b), expected in zip(loaded, alone):
         np.testing.assert_array_equal(gpu_ops.read(gpu_ops.gemm(a, weight, b)), expected)
+
+
+MATRIX_SHAPES = [(1, 5, 32), (67, 100, 160), (129, 300, 96), (300, 129, 64)]
+"""(M, N, K) inside one 128x128 tile, and past it in rows and in columns."""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_on_subgroup_matrices_with_its_epilogue(gpu_ops, cpu_ops, kind, monkeypatch):
+    if not gpu_ops.fast.is_on(GEMM_MATRIX):  # lavapipe: test_entry_points checks that it is refused there
+        pytest.skip(f"no subgroup matrices on this device: {gpu_ops.fast.verdicts[GEMM_MATRIX.name]}")
+    monkeypatch.setattr(linear, "MATRIX_MIN_ROWS", 1)
+    for shape in MATRIX_SHAPES:
+        (a, w, b, r), (a_cpu, w_cpu, b_cpu, r_cpu) = linear_case(gpu_ops, cpu_ops, shape, kind, True, True)
+        got = gpu_ops.read(gpu_ops.gemm(a, w, b, "gelu", r, alpha=0.5))
+        want = cpu_ops.gemm(a_cpu, w_cpu, b_cpu, "gelu", r_cpu, alpha=0.5)
+        # a and W are rounded to f16 (relative error up to 2^-11 each) before their products, which sum
+        # in f32: with unit inputs each of the K terms is off by about 1e-3, their sum by 1e-3 * sqrt(K).
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=6e-3 * np.sqrt(shape[2]))
