@@ -353,7 +353,8 @@ def test_default_model_is_converted_once_then_reused(data_home, tiny_q8):
     assert path == data_home / "models" / "whisper-tiny.en.gguf"
     assert sha256(path) == sha256(tiny_q8)
     assert steps[-1][0] == 1.0 and all(0 <= f <= 1 for f, _ in steps)
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
+    # no temp file left: the model and its checksums (engine.gguf.writer)
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, f"{path.name}.crc32"]
     stamp = path.stat().st_mtime_ns
     assert models.default_model() == path and path.stat().st_mtime_ns == stamp
     assert models.resolve("whisper-tiny.en") == path
