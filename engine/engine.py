@@ -172,7 +172,8 @@ class Engine:
     def stream(self, language: str | None = None, task: str = "transcribe", prompt: str | None = None,
                partials: bool = True, background: bool = True, pause: float = PAUSE_SECONDS):
         """A ``StreamSession`` for a dictation: feed it audio as it is recorded, read the text so far,
-        and ``finish`` it for exactly what ``transcribe`` gives on the whole recording."""
+        and ``finish`` it for the whole recording's text, most of it transcribed already: the pieces
+        its pauses closed were (``engine.stream``)."""
         from sayso.engine.stream import StreamSession
 
         self.check_options(language, task)

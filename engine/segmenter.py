@@ -57,13 +57,17 @@ class Cutter:
         self._length += len(chunk)
         done = []
         while self._length > self.limit:
-            buffer = self.rest
-            cut = quietest_cut(buffer, self.limit - self.search, self.limit)
-            done.append((self.start, buffer[:cut]))
-            self._buffer = buffer[cut:].copy()  # a new array: the piece handed out stays as it is
-            self._length = len(self._buffer)
-            self.start += cut
+            done.append(self.cut(quietest_cut(self.rest, self.limit - self.search, self.limit)))
         return done
+
+    def cut(self, at: int) -> tuple[int, np.ndarray]:
+        """End the unfinished piece at its sample ``at``: returns it as ``(start_sample, pcm)``; what
+        follows begins the next piece."""
+        buffer = self.rest
+        self._buffer = buffer[at:].copy()  # a new array: the piece handed out stays as it is
+        self._length = len(self._buffer)
+        self.start += at
+        return self.start - at, buffer[:at]
 
 
 def pieces(

@@ -1,39 +1,47 @@
-"""Streaming dictation: text while you speak, and at key-up exactly the text of the whole recording.
+"""Streaming dictation: text while you speak, and at key-up the text of the recording, most of it ready.
 
     session = engine.stream()
     for chunk in microphone:
         shown = session.feed(chunk)      # the text so far; returns at once
-    transcript = session.finish()        # == engine.transcribe(all the audio), text and segments
+    transcript = session.finish()        # the whole take's text and segments
 
-``finish`` equals offline transcription because it *is* offline transcription, done ahead of time: the
-same pieces (cut where ``engine.segmenter`` cuts a recording, which depends only on the audio before
-each cut), the same spans of speech (``engine.vad`` over the same 32 ms windows in the same order),
-the same ``Engine.transcribe_piece`` on the same samples.
+A take is cut into pieces as it is recorded, and each piece is transcribed as ``engine.transcribe``
+transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same span of speech
+(``engine.vad`` over the same 32 ms windows in the same order).
 
+* A piece is closed by a pause: once it holds ``MIN_CLOSED_PIECE`` seconds and its speech has been
+  followed by ``engine.vad.CLOSING_PAUSE`` of quiet, it ends at the quietest moment of that pause and
+  the next piece begins there. Its pass, on the whole piece, is final and runs at once while the speaker
+  goes on, so the key-up waits only for the piece still open: what it costs depends on the length of
+  that piece, not of the take. A piece the speaker fills without such a pause is cut at the model's
+  window (30 s) where ``engine.segmenter`` cuts a recording.
+* A take with no closing pause is one piece, and ``finish`` gives exactly what ``transcribe`` gives on
+  the same audio. A take of several pieces may differ from it: the offline pass cuts only at the
+  window, and a model's words near a cut may change with what it hears around them (docs/ARCHITECTURE.md).
 * ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio: about 1% of real time.
-* Passes run on the session's own thread. A pass transcribes the current piece's speech so far exactly
-  as ``transcribe`` would if the recording ended now, and is kept under its key (the span of samples
-  and the language it started with). The family's frontend keeps its frames between passes (Whisper's
-  log-mel power frames, Moonshine's first stem convolution, see ``transcriber.features``), so each
-  frame is computed once, by the first pass that needs it. What follows the frontend (Moonshine's
-  GroupNorm over the whole utterance, every encoder's attention, the decoder's cross-attention) depends
-  on all of the audio, so each pass runs the encoder again and decodes greedily from the start.
+* Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
+  exactly as ``transcribe`` would if the recording ended now, and is kept under its key (the span of
+  samples and the language it started with). The family's frontend keeps its frames between passes
+  (Whisper's log-mel power frames, Moonshine's first stem convolution, see ``transcriber.features``),
+  so each frame is computed once, by the first pass that needs it. What follows the frontend
+  (Moonshine's GroupNorm over the whole utterance, every encoder's attention, the decoder's
+  cross-attention) depends on all of the audio, so each pass runs the encoder again and decodes
+  greedily from the start.
 * Once a piece holds speech, the model hears it from shortly before the speech to its very end
-  (``engine.vad``): its final pass is the one on all of its audio, run when the piece is cut at the
-  30 s limit or at ``finish``.
-* ``finish`` takes every pass whose key matches the recording's and runs what is missing: the last
-  piece, and any cut piece whose pass is not done yet.
+  (``engine.vad``): its final pass is the one on all of its audio.
+* ``finish`` takes every pass whose key matches its piece's and runs what is missing: the open piece,
+  and any closed piece whose pass is not done yet.
 
 Passes while speech goes on give the partial text. Each costs more than the last (the encoder sees the
 whole piece), so they keep to real time: another starts only when the audio that arrived since the
 last one started is at least as long as that pass took, and at least ``MIN_STEP``; until then it is
-skipped, never queued. A partial pass under way when its piece is cut (or at ``finish``) is stale:
+skipped, never queued. A partial pass under way when its piece is closed (or at ``finish``) is stale:
 families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
 the pass that counts starts at once. With the others (Whisper) it runs to its end first, so for them
-passes on the unfinished piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the engine
+passes on the open piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the engine
 remembers the last pass's time from one dictation to the next): the key-up must never wait seconds for
-a pass it can't use. Whisper on a GPU streams; on a CPU, where every pass encodes 30 s for seconds,
-it doesn't, and ``finish`` costs what ``transcribe`` would, less the VAD and the frames already done.
+a pass it can't use. Whisper on a GPU streams; on a CPU, where every pass encodes 30 s for seconds, only
+closed pieces are transcribed before the key-up.
 """
 
 from __future__ import annotations
@@ -48,9 +56,9 @@ import numpy as np
 
 from sayso.engine import audio
 from sayso.engine.errors import Interrupted, SaysoError
-from sayso.engine.segmenter import SAMPLE_RATE, Cutter
+from sayso.engine.segmenter import SAMPLE_RATE, Cutter, quietest_cut
 from sayso.engine.transcript import Segment, Transcript
-from sayso.engine.vad import PAUSE_SECONDS, Span, Vad, VadStatus
+from sayso.engine.vad import CLOSING_PAUSE, PAUSE_SECONDS, Span, Vad, VadStatus
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,7 @@ FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (th
 # the VAD sees the speaker's pause (hands-free dictation stops) at most this late
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
+MIN_CLOSED_PIECE = 8.0  # seconds of a piece before the pause that closes it
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
 
@@ -106,6 +115,7 @@ class StreamSession:
         self._samples = 0  # fed so far
         self._text = ""
         self._status = VadStatus(speech=False, ended=False)
+        self._quiet_since: int | None = None  # sample of the take where the quiet after the last speech began
         self._cond = threading.Condition()
         self._closed = False
         self._in_flight: _Pass | None = None  # the pass under way on the session's thread
@@ -154,7 +164,11 @@ class StreamSession:
                 self._pieces.append(current)
                 chunk = self._cutter.rest  # the new piece's VAD starts at its own first sample
             if current.vad is not None:
-                self._status = current.vad.feed(chunk)
+                status = current.vad.feed(chunk)
+                if self._closes(status):
+                    current = self._close_at_pause(current, status.quiet)
+                    status = current.vad.status()
+                self._status = self._heard(current, status)
             self._drop_stale_pass()
             self._cond.notify_all()
         if self._thread is None:
@@ -162,7 +176,8 @@ class StreamSession:
         return self.text
 
     def finish(self) -> Transcript:
-        """The transcript of everything fed, equal to ``engine.transcribe`` of it; ends the session."""
+        """The transcript of everything fed (equal to ``engine.transcribe`` of it where the take is one
+        piece); ends the session."""
         with self._cond:
             rest = self._cutter.rest
             current = self._pieces[-1]
@@ -199,6 +214,36 @@ class StreamSession:
 
     def _new_piece(self, start: int) -> _Piece:
         return _Piece(start, self.engine.speech_vad(self._pause))
+
+    def _closes(self, status: VadStatus) -> bool:
+        """Whether the pause the unfinished piece is in closes it: long enough, after enough audio for the
+        model to hear its words in context (a phrase alone is heard less well)."""
+        n = len(self._cutter.rest)
+        return status.quiet is not None and status.quiet >= MIN_CLOSED_PIECE * SAMPLE_RATE \
+            and n - status.quiet >= CLOSING_PAUSE * SAMPLE_RATE
+
+    def _close_at_pause(self, piece: _Piece, quiet: int) -> _Piece:
+        """Close the unfinished ``piece`` at the quietest moment of the pause that began at its sample
+        ``quiet``, and open the next one with the audio after it (called with the lock held). The closed
+        piece is whole: its speech as the live VAD found it, to its last sample."""
+        speech = piece.vad.span()
+        start, pcm = self._cutter.cut(quietest_cut(self._cutter.rest, quiet, len(self._cutter.rest)))
+        piece.pcm, piece.span = pcm, Span(speech.start, len(pcm), speech.speech)
+        self._quiet_since = start + quiet
+        following = self._new_piece(self._cutter.start)
+        following.vad.feed(self._cutter.rest)
+        self._pieces.append(following)
+        return following
+
+    def _heard(self, piece: _Piece, status: VadStatus) -> VadStatus:
+        """The take's status from its unfinished piece's: until that piece hears speech, the quiet that
+        closed the piece before it goes on (hands-free dictation stops after the whole pause)."""
+        if status.speech or status.quiet is not None:
+            self._quiet_since = None if status.speech else piece.start + status.quiet
+            return status
+        if self._quiet_since is None:
+            return status
+        return VadStatus(speech=False, ended=self._samples - self._quiet_since >= self._pause * SAMPLE_RATE)
 
     def _live_span(self, piece: _Piece) -> Span | None:
         """The span of the unfinished piece as if the recording ended now."""

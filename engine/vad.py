@@ -48,6 +48,8 @@ MIN_SILENCE = 1600  # samples (0.1 s) of quiet that end a segment
 CONTEXT_BEFORE = 32000  # samples (2 s) the model hears before the first speech window: soft onsets
 ONSET_MARGIN = 0.5  # seconds a soft first word can begin before Silero's first speech window
 PAUSE_SECONDS = 0.8  # hands-free dictation stops after this long a pause
+CLOSING_PAUSE = 0.4  # a dictation's piece is closed after this long a pause (``engine.stream``): the gap
+# between two phrases, longer than the stops inside a word
 
 MODEL_FILE = "silero_vad.onnx"
 """In ``sayso.resources``: ``silero_vad/data/silero_vad.onnx`` of the ``silero-vad`` 6.2.3 wheel."""
@@ -65,10 +67,12 @@ class Span(NamedTuple):
 @dataclass(frozen=True)
 class VadStatus:
     """What a live ``Vad`` has heard so far: ``speech``, it is in speech now; ``ended``, speech was heard
-    and it has been quiet for the pause since (hands-free dictation stops)."""
+    and it has been quiet for the pause since (hands-free dictation stops); ``quiet``, the sample where
+    the quiet after the last speech began (None while in speech or before any)."""
 
     speech: bool
     ended: bool
+    quiet: int | None = None
 
 
 def model_path() -> Path:
@@ -114,7 +118,7 @@ class Vad:
     def status(self) -> VadStatus:
         raw, open_ended = _raw_segments(self.probabilities, len(self.probabilities) * WINDOW)
         heard = raw[-1][1] if raw and not open_ended else None
-        return VadStatus(speech=open_ended, ended=heard is not None and self.samples - heard >= self.pause)
+        return VadStatus(speech=open_ended, ended=heard is not None and self.samples - heard >= self.pause, quiet=heard)
 
     def segments(self) -> list[tuple[int, int]]:
         """Speech as (start, end) sample indices of Silero's windows, as if the audio ended now."""

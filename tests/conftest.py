@@ -162,6 +162,20 @@ def moonshine_tiny(moonshine_ort, tmp_path_factory):
     return convert(moonshine_ort["moonshine-tiny"], tmp_path_factory.mktemp("moonshine") / "moonshine-tiny.gguf", "q8_0")
 
 
+STREAM_WER_MARGIN = 0.06
+"""The most a dictation of several pieces (``engine.stream``) may add to its offline text's word error rate."""
+
+
+def one_piece(pcm) -> bool:
+    """Whether a dictation of ``pcm`` is too short for a pause to close a piece of it: then its text is the
+    offline text of the same audio (``engine.stream``)."""
+    from sayso.engine.segmenter import SAMPLE_RATE
+    from sayso.engine.stream import MIN_CLOSED_PIECE
+    from sayso.engine.vad import CLOSING_PAUSE
+
+    return len(pcm) < (MIN_CLOSED_PIECE + CLOSING_PAUSE) * SAMPLE_RATE
+
+
 def words(text: str) -> str:
     """The words of ``text``, normalised as word error rates count them (``engine.wer``), in one string:
     transcripts compared word for word, whatever their punctuation and case."""

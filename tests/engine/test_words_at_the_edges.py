@@ -1,7 +1,8 @@
 """No word is lost to voice detection: for every shared clip, made harder in two ways that soften its
 onset (telephone band: 8 kHz, 300-3400 Hz, back to 16 kHz; and the first word 12 dB quieter), Whisper
 tiny.en and Moonshine tiny give the same text with voice detection on as with it off, transcribing the
-file and dictating it in the app's 50 ms chunks. Trimming pieces to Silero's speech with a 0.1 s margin
+file and dictating it in the app's 50 ms chunks (a dictation cut into pieces at its pauses: within the
+word error rate against the clip's reference that the cuts may add). Trimming pieces to Silero's speech with a 0.1 s margin
 lost "Go" of "Go forward 10 meters" and "He" of "He was not an ill-disposed young man" here."""
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import AUDIO, TINY_EN_GGUF
+from conftest import AUDIO, STREAM_WER_MARGIN, TINY_EN_GGUF, one_piece
 from sayso.engine.audio import load_audio
 from sayso.engine.accuracy import read_clips, telephone_band
 from sayso.engine.segmenter import SAMPLE_RATE
 from sayso.engine.stream import FEED_SECONDS
+from sayso.engine.wer import count_errors
 
-CLIPS = [clip.file for clip in read_clips(AUDIO)]
+REFERENCES = {clip.file: clip.reference for clip in read_clips(AUDIO)}
+CLIPS = list(REFERENCES)
 MODELS = ("whisper-tiny.en", "moonshine-tiny")
 QUIETER_DB = 12.0
 
@@ -67,4 +70,10 @@ def test_voice_detection_loses_no_word(engines, variants, model, clip):
         chunk = int(FEED_SECONDS * SAMPLE_RATE)
         for start in range(0, len(pcm), chunk):
             session.feed(pcm[start : start + chunk])
-        assert session.finish().text == expected, f"{clip}, {name}: dictated in {FEED_SECONDS * 1000:.0f} ms chunks"
+        dictated = session.finish().text
+        where = f"{clip}, {name}: dictated in {FEED_SECONDS * 1000:.0f} ms chunks"
+        if one_piece(pcm):
+            assert dictated == expected, where
+        else:  # cut at its pauses: a model's words may change with what it hears around them
+            reference = REFERENCES[clip]
+            assert count_errors(reference, dictated).rate <= count_errors(reference, expected).rate + STREAM_WER_MARGIN, where
