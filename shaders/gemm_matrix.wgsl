@@ -70,10 +70,10 @@ fn mx_put4(at: u32, v: vec4<f16>) {
 fn mx_finish(sg: u32, lane: u32, m: u32, n: u32) {
     let row = m + lane / 2u;
     let first = n + (lane % 2u) * 8u;
-    let from = sg * 256u + (lane / 2u) * 16u + (lane % 2u) * 8u;
+    let start = sg * 256u + (lane / 2u) * 16u + (lane % 2u) * 8u;
     for (var e = 0u; e < 8u; e++) {
         if (row < p.m && first + e < p.n) {
-            c[row * p.n + first + e] = finish(mx_out[from + e], row, first + e);
+            c[row * p.n + first + e] = finish(mx_out[start + e], row, first + e);
         }
     }
 }
