@@ -22,6 +22,7 @@ from sayso.engine.errors import SaysoError
 log = logging.getLogger(__name__)
 
 FAMILY_NAMES = {"whisper": "Whisper", "moonshine": "Moonshine", "parakeet": "Parakeet", "gigaam": "GigaAM"}
+CPU_SIZE = 100e6  # bytes: a model file up to this size keeps up with dictation on a CPU (docs/PERFORMANCE.md)
 
 Work = Callable[[Callable[[float, str], None], threading.Event], object]
 """A task's job: ``work(progress, cancel)``; it raises SaysoError to fail and stops soon after ``cancel`` is set."""
@@ -121,6 +122,20 @@ class Entry:
     runs: bool = True
 
 
+def title(name: str) -> str:
+    """A catalogue model's name as people read it ("whisper-tiny.en": "Whisper tiny.en"); any other
+    name as it is."""
+    family, _, variant = name.partition("-")
+    return f"{FAMILY_NAMES[family]} {variant}" if family in FAMILY_NAMES and variant else name
+
+
+def hardware(size: float) -> str:
+    """Which computers a model of ``size`` bytes suits, for its line of facts ("" when the size isn't known)."""
+    if not size:
+        return ""
+    return "quick on a CPU" if size <= CPU_SIZE else "needs a GPU for dictation"
+
+
 def format_size(count: float) -> str:
     return f"{count / 1e9:.1f} GB" if count >= 1e9 else f"{count / 1e6:.0f} MB"
 
@@ -168,7 +183,8 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
     for model in on_disk:
         family = _family(model.name, model.path)
         origin = "Converted on this computer" if model.source == "converted" else f"Hugging Face · {model.source}"
-        facts = [FAMILY_NAMES.get(family, family), _languages(model.name), format_size(model.size), origin]
+        facts = [FAMILY_NAMES.get(family, family), _languages(model.name), format_size(model.size), hardware(model.size),
+                 origin]
         detail = " · ".join(f for f in facts if f)
         installed.append(Entry(model.name, family, detail, model.size, _languages(model.name), model.path, model.source))
     have = {entry.name for entry in installed}
@@ -178,11 +194,11 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
             continue
         published = hub.CATALOG.get(name)
         family = published.family if published else ""
-        facts = [FAMILY_NAMES.get(family, family), _languages(name), format_size(published.size_mb * 1e6) if published else ""]
+        size = published.size_mb * 1e6 if published else 0
+        facts = [FAMILY_NAMES.get(family, family), _languages(name), format_size(size) if size else "", hardware(size)]
         runs = published.runs if published else True
         if not runs:
             facts.append(f"this version of Sayso can't run {FAMILY_NAMES.get(family, family)} models yet")
-        size = published.size_mb * 1e6 if published else 0
         available.append(Entry(name, family, " · ".join(f for f in facts if f), size, _languages(name),
                                pullable=published is not None,
                                convertible=name in models.PYPI_MODELS, runs=runs))  # fmt: skip

@@ -7,7 +7,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
 from sayso.app.ui.style import COLORS
-from sayso.app.ui.widgets import Card, LevelBars, NoticeBar, PageHeader, RecordButton, icon_button, label
+from sayso.app.ui.widgets import Card, ElidedLabel, LevelBars, NoticeBar, PageHeader, RecordButton, icon_button, label
 
 # state -> (title, color of the level bars)
 STATES = {
@@ -86,16 +86,22 @@ class DictationPage(QWidget):
         self.record.set_level(level)
 
     def show_recent(self, items: list[tuple[str, str]], kept_message: str = "") -> None:
-        """The latest dictations as (text, meta), newest first; ``kept_message`` explains an undelivered one."""
+        """The latest dictations as (text, meta), newest first; ``kept_message`` explains an undelivered one.
+        A take without words is shown only while it is the newest: it answers "did it hear me?", and
+        older ones would push the dictations out of the list."""
         while self.recent.count():
             self.recent.takeAt(0).widget().deleteLater()
-        for i, (text, meta) in enumerate(items):
+        shown = [(text, meta) for i, (text, meta) in enumerate(items) if text or i == 0]
+        for i, (text, meta) in enumerate(shown):
             self.recent.addWidget(RecentRow(text, meta, first=i == 0))
         self.empty.setVisible(not items)
         if kept_message:
             self.kept.show_text(kept_message)
         else:
             self.kept.hide()
+
+    def recent_rows(self) -> list[RecentRow]:
+        return [self.recent.itemAt(i).widget() for i in range(self.recent.count())]
 
     def recent_texts(self) -> list[str]:
         return [self.recent.itemAt(i).widget().text for i in range(self.recent.count())]
@@ -112,11 +118,10 @@ class RecentRow(QWidget):
         row.setSpacing(12)
         column = QVBoxLayout()
         column.setSpacing(3)
-        body = label(text or "(no speech)", "" if text else "Faint", wrap=True)
-        body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        if first:
-            body.setStyleSheet("font-size: 11pt;")
-        column.addWidget(body)
+        # One line, shortened with "…" to the row's width (the whole text is the tooltip and the copy
+        # button's): a wrapped label in a narrow window was cut mid-line by the row's height.
+        self.body = ElidedLabel(text or "(no speech)", "" if text else "Faint")
+        column.addWidget(self.body)
         column.addWidget(label(meta, "Faint"))
         row.addLayout(column, 1)
         copy = icon_button("copy", "Copy")

@@ -163,7 +163,7 @@ class FilesPage(QWidget):
         zone_text = QVBoxLayout()
         zone_text.setSpacing(0)
         zone_text.addWidget(label("Drop audio or video files here", "CardTitle"))
-        zone_text.addWidget(label("wav, mp3, flac, ogg, m4a, mp4, mkv, webm, … any length", "Muted"))
+        zone_text.addWidget(label("wav, mp3, flac, ogg, m4a, mp4, mkv, webm, … any length", "Muted", wrap=True))
         zone.addLayout(zone_text)
         zone.addStretch(1)
         column.addWidget(self.drop_zone)
@@ -172,9 +172,8 @@ class FilesPage(QWidget):
         self.queue = splitter.list
 
         result = Card()
-        self.result_title = label("No transcript yet", "CardTitle")
-        result.header.addWidget(self.result_title)
-        result.header.addStretch(1)
+        self.result_title = ElidedLabel("No transcript yet", "CardTitle", mode=Qt.TextElideMode.ElideMiddle)
+        result.header.addWidget(self.result_title, 1)
         self.copy_button = QPushButton(assets.icon("copy", COLORS["muted"], 16), "Copy")
         self.copy_button.clicked.connect(self._copy)
         result.header.addWidget(self.copy_button)
@@ -188,10 +187,10 @@ class FilesPage(QWidget):
         result.body.addWidget(self.view, 1)
         exports = QHBoxLayout()
         exports.setSpacing(8)
-        exports.addWidget(label("Export as", "Muted"))
         self.export_buttons = {}
-        for fmt in EXPORT_FORMATS:
+        for fmt in EXPORT_FORMATS:  # the export icon says what the chips do: a label beside them left no room
             button = QPushButton(fmt.upper())
+            button.setToolTip(f"Export as {fmt.upper()}…")
             button.setObjectName("Chip")
             button.setIcon(assets.icon("export", COLORS["muted"], 14))
             button.setIconSize(QSize(14, 14))
@@ -293,11 +292,11 @@ class FilesPage(QWidget):
             button.setEnabled(done)
         self.drop_zone.setMinimumHeight(72 if self._jobs else 150)
         if job is None:
-            self.result_title.setText("No transcript yet")
+            self.result_title.set_full_text("No transcript yet")
             self.result_meta.setText("Transcripts appear here with their timestamps.")
             self.view.clear()
             return
-        self.result_title.setText(job.path.name)
+        self.result_title.set_full_text(job.path.name)
         if done:
             t = job.transcript
             words = len(t.text.split())

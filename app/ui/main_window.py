@@ -36,6 +36,9 @@ PAGES = (
     ("models", "Models", "models"),
     ("settings", "Settings", "settings"),
 )
+SIDEBAR_WIDTH = 212
+COMPACT_SIDEBAR_WIDTH = 64  # the icons alone
+COMPACT_WIDTH = 800  # a window narrower than this has the compact sidebar
 _STATUS_COLORS = {"ready": COLORS["ok"], "loading": COLORS["working"], "error": COLORS["error"]}
 
 
@@ -80,7 +83,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(assets.app_icon())
         self.setAcceptDrops(True)
         self.resize(980, 660)
-        self.setMinimumSize(780, 520)
+        self.setMinimumSize(640, 480)
         settings = pages["settings"]
         models = ModelsPage(settings.current)
         models.use_requested.connect(settings.changed)
@@ -94,10 +97,10 @@ class MainWindow(QMainWindow):
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(0)
 
-        sidebar = QWidget()
+        sidebar = self.sidebar = QWidget()
         sidebar.setObjectName("Sidebar")
         sidebar.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)
-        sidebar.setFixedWidth(212)
+        sidebar.setFixedWidth(SIDEBAR_WIDTH)
         side = QVBoxLayout(sidebar)
         side.setContentsMargins(0, 18, 0, 16)
         side.setSpacing(14)
@@ -107,7 +110,8 @@ class MainWindow(QMainWindow):
         logo = QLabel()
         logo.setPixmap(assets.app_icon().pixmap(QSize(30, 30)))
         brand.addWidget(logo)
-        brand.addWidget(label("Sayso", "Brand"))
+        self.brand = label("Sayso", "Brand")
+        brand.addWidget(self.brand)
         brand.addStretch(1)
         side.addLayout(brand)
 
@@ -145,6 +149,22 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(root)
         self.show_page("dictation")
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._set_compact(event.size().width() < COMPACT_WIDTH)
+
+    def _set_compact(self, compact: bool) -> None:
+        """In a narrow window (a tiled half screen) the sidebar shows its icons only, each page's title
+        its tooltip, and leaves the pages the width their rows need."""
+        self.sidebar.setFixedWidth(COMPACT_SIDEBAR_WIDTH if compact else SIDEBAR_WIDTH)
+        self.brand.setVisible(not compact)
+        for i, (_, title, _) in enumerate(PAGES):
+            item = self.nav.item(i)
+            item.setText("" if compact else f"  {title}")
+            item.setToolTip(title if compact else "")
+        self.status_title.setVisible(not compact)
+        self.status_detail.setVisible(not compact)
+
     def show_page(self, key: str) -> None:
         self.nav.setCurrentRow([k for k, _, _ in PAGES].index(key))
 
@@ -154,6 +174,7 @@ class MainWindow(QMainWindow):
     def set_engine_status(self, state: str, title: str, detail: str = "") -> None:
         """``state``: ready, loading or error (the dot's color)."""
         self.status_dot.set_color(_STATUS_COLORS[state])
+        self.status_dot.setToolTip(title)  # what the compact sidebar shows of it
         self.status_title.set_full_text(title)
         if detail.startswith(f"{title} on "):  # the engine's description repeats the model name
             detail = "Runs on " + detail.removeprefix(f"{title} on ")

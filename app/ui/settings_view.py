@@ -19,12 +19,15 @@ from PySide6.QtWidgets import (
 
 from sayso.app.platform import assets
 from sayso.app.platform.hotkeys import format_hotkey, parse_hotkey, shortcut_route
+from sayso.app.platform.locations import settings_file
 from sayso.app.ui.overlay import can_float
 from sayso.app.platform.microphone import MicrophoneError, input_devices
+from sayso.app.core.models import title
+from sayso.engine.models import DEFAULT_MODEL
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.writing_settings import CleanupCard, ProfilesCard, WritingCard
-from sayso.app.ui.widgets import Card, NoticeBar, icon_button, scrolling_page
+from sayso.app.ui.widgets import Card, ElidedLabel, NoticeBar, icon_button, scrolling_page
 from sayso.app.ui.widgets import select_data as _select
 from sayso.app.ui.widgets import settings_row as _row
 
@@ -35,7 +38,7 @@ LANGUAGES = [
     ("ru", "Russian"), ("tr", "Turkish"), ("ar", "Arabic"), ("hi", "Hindi"), ("zh", "Chinese"),
     ("ja", "Japanese"), ("ko", "Korean"),
 ]  # fmt: skip
-DEFAULT_MODEL_LABEL = "Whisper tiny.en (default)"
+DEFAULT_MODEL_LABEL = f"{title(DEFAULT_MODEL)} (default)"
 _CHOOSE = "\0choose"
 
 # Qt's modifier keys, by the X keysym that tells left from right (a modifier-only shortcut keeps its side).
@@ -57,8 +60,14 @@ def available_models() -> list[tuple[str, str]]:
     for name in models.available():
         if name != models.DEFAULT_MODEL:
             fetched = models.model_path(name).is_file()
-            choices.append((name if fetched else f"{name} (downloaded when chosen)", name))
+            choices.append((title(name) if fetched else f"{title(name)} (downloaded when chosen)", name))
     return choices
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` with the home folder written ``~``, as people know it."""
+    path, home = Path(path), Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
 
 def key_name(event: QKeyEvent) -> str | None:
@@ -275,7 +284,11 @@ class SettingsPage(QWidget):
         card = Card("Your data")
         folder = QPushButton(assets.icon("folder", COLORS["muted"], 16), "Open folder")
         folder.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(data_dir))))
-        card.body.addWidget(_row("Data folder", f"History, recordings, settings and models: {data_dir}", folder))
+        row = _row("Data folder", "History, recordings and models; then your settings:", folder)
+        texts = row.layout().itemAt(0).layout()
+        for path in (data_dir, settings_file(data_dir)):  # one line each, shortened in the middle where long
+            texts.addWidget(ElidedLabel(_shown_path(path), "Muted", mode=Qt.TextElideMode.ElideMiddle))
+        card.body.addWidget(row)
         column.addWidget(card)
         column.addStretch(1)
         self.load(settings)

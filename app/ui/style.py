@@ -82,7 +82,7 @@ QComboBox::drop-down { border: none; width: 26px; }
 QComboBox::down-arrow { image: url(%(combo_arrow)s); width: 12px; height: 12px; }
 QComboBox QAbstractItemView { background: %(card)s; border: 1px solid %(border)s; selection-background-color: %(accent_soft)s; selection-color: %(text)s; }
 QListWidget#List { padding: 4px; outline: 0; }
-QListWidget#List::item { border-radius: 8px; padding: 2px; }
+QListWidget#List::item { border-radius: 8px; padding: 0; }  /* a row's widget is as tall as its size hint */
 QListWidget#List::item:selected { background: %(accent_soft)s; }
 QListWidget#List::item:hover:!selected { background: #F9FAFB; }
 QProgressBar { background: %(accent_soft)s; border: none; border-radius: 3px; max-height: 6px; min-height: 6px; }

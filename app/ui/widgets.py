@@ -80,7 +80,7 @@ class ElidedLabel(QLabel):
         self._elide()
 
     def _elide(self) -> None:
-        self.setText(self.fontMetrics().elidedText(self._full, self._mode, max(self.width(), 40)))
+        self.setText(self.fontMetrics().elidedText(self._full, self._mode, max(self.contentsRect().width(), 40)))
 
 
 class Card(QFrame):
@@ -339,6 +339,8 @@ class NoticeBar(QFrame):
         self.closed.emit()
 
 
+SIDE_BY_SIDE_WIDTH = 700  # pixels a list and its detail need side by side
+
 class ListAndDetail(QSplitter):
     """The body of the Files and History pages: ``list`` on the left and, once ``set_detail`` adds it,
     a detail card on the right, sized 2:3. ``on_select`` runs whenever the list's current item changes."""
@@ -359,6 +361,19 @@ class ListAndDetail(QSplitter):
         self.setStretchFactor(0, 2)
         self.setStretchFactor(1, 3)
         self.setSizes([300, 460])
+
+    def minimumSizeHint(self) -> QSize:
+        """As narrow as its widest part: narrower than side by side allows, it puts them one under the other."""
+        parts = [self.widget(i).minimumSizeHint().width() for i in range(self.count())]
+        return QSize(max(parts), super().minimumSizeHint().height())
+
+    def resizeEvent(self, event) -> None:
+        # Side by side where both fit; in a narrow window (a tiled half screen) the detail goes under the
+        # list, each as wide as the page, rather than both squeezed until their texts are cut.
+        orientation = Qt.Orientation.Vertical if event.size().width() < SIDE_BY_SIDE_WIDTH else Qt.Orientation.Horizontal
+        if orientation != self.orientation():
+            self.setOrientation(orientation)
+        super().resizeEvent(event)
 
 
 def settings_row(title: str, description: str, control: QWidget) -> QWidget:

