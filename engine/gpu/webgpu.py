@@ -59,6 +59,7 @@ class Choice:
 
 _choice: Choice | None = None
 _choosing = threading.Lock()
+_toggles_set = False
 
 
 def choose() -> Choice:
@@ -135,7 +136,10 @@ def _dawn_adapter_problem() -> str | None:
     import wgpudawn
 
     extras = _dawn_extras()
-    extras.set_instance_extras(enable_toggles=list(DAWN_TOGGLES))
+    global _toggles_set
+    if not _toggles_set:  # once: Dawn's instance is made at the first request and kept
+        extras.set_instance_extras(enable_toggles=list(DAWN_TOGGLES))
+        _toggles_set = True
     with _stderr_kept() as said:
         try:
             adapter = wgpudawn.gpu.request_adapter_sync(power_preference="high-performance")
