@@ -18,8 +18,8 @@
 
 override HEAD_DIM: u32 = 64u;
 // Keys per block, a multiple of ROW_THREADS: the host picks the largest of 32, 16, 8 whose tiles fit
-// workgroup memory.
-override BK: u32 = 32u;
+// workgroup memory. The default, for a pipeline built unset, fits `relative` in 32 KiB.
+override BK: u32 = 16u;
 override QUADS: u32 = (HEAD_DIM + 3u) / 4u; // derived, never set by the host
 // k_tile rows are K_STRIDE quads apart: an odd stride puts the key rows that the 8 threads of a
 // row read at once in different banks.

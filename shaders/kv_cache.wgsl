@@ -132,7 +132,7 @@ fn attend(inv: Invocation) {
         attend_partials[2u * tid + 1u] = seen.y;
         return;
     }
-    let group = group_index(inv.wid, inv.nwg);
+    let group = workgroup_index(inv);
     if (group >= p.groups) {
         return; // workgroup-uniform, as every branch before the reductions, so their barriers stay uniform
     }

@@ -9,8 +9,9 @@ override WG: u32 = 256u;      // threads per workgroup, a power of two
 override HAS_W: bool = true;  // layer_norm: scale by w (else binding 2 is a dummy)
 override HAS_B: bool = true;  // layer_norm: add b (else binding 3 is a dummy)
 
-// -3.4028235e38 rather than -inf: WGSL has no infinity literal. A row of -inf still gives NaN, as in numpy.
-const LOWEST: f32 = -3.4028235e38;
+// The lowest finite f32 rather than -inf: WGSL has no infinity literal. A row of -inf still gives NaN,
+// as in numpy. Written in hex, exactly: a decimal rounded up past it (-3.4028235e38) is no f32 to Tint.
+const LOWEST: f32 = -0x1.fffffep+127f;
 
 // The linear workgroup index of a dispatch spread over x and y by recorder.grid().
 fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -38,7 +39,7 @@ fn layer_norm(inv: Invocation) {
         ln_out[2u * lid + 1u] = seen.y;
         return;
     }
-    let row = group_index(inv.wid, inv.nwg);
+    let row = workgroup_index(inv);
     if (row >= rp.rows) { return; }  // workgroup-uniform, so the barriers below stay uniform
     let start = row * rp.cols;
     var sum = 0.0;
@@ -67,7 +68,7 @@ fn softmax(inv: Invocation) {
         sm_out[2u * lid + 1u] = seen.y;
         return;
     }
-    let row = group_index(inv.wid, inv.nwg);
+    let row = workgroup_index(inv);
     if (row >= rp.rows) { return; }
     let start = row * rp.cols;
     var top = LOWEST;
@@ -118,7 +119,7 @@ fn group_value(g: u32, i: u32) -> f32 {
 @compute @workgroup_size(WG)
 fn group_stats(inv: Invocation) {
     let lid = inv.lid;
-    let index = group_index(inv.wid, inv.nwg);
+    let index = workgroup_index(inv);
     if (index >= gp.groups * gp.chunks) { return; }
     let g = index / gp.chunks;
     let first = (index % gp.chunks) * gp.chunk;

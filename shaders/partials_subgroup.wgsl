@@ -8,7 +8,10 @@ var<workgroup> subgroup_m: array<f32, WG / 4u>;  // one per subgroup: at least 4
 var<workgroup> subgroup_s: array<f32, WG / 4u>;
 var<workgroup> subgroup_i: array<u32, WG / 4u>;
 
-// As partials_workgroup.wgsl's: workgroup-uniform control flow only.
+// As partials_workgroup.wgsl's: workgroup-uniform control flow only. The shuffles' loop runs over
+// the subgroup's size, the same for all of its lanes; the uniformity analysis can't tell, `inv`
+// holding the lane's own index too, so its subgroup rule is off here (Tint applies it; naga doesn't).
+@diagnostic(off, subgroup_uniformity)
 fn reduce_partial(part: Partial, inv: Invocation) -> Partial {
     var mine = part;
     for (var lanes = inv.size / 2u; lanes > 0u; lanes /= 2u) {

@@ -17,6 +17,14 @@ const MAX_SUBGROUPS: u32 = 64u;  // 256 threads in subgroups of 4, the smallest 
 
 var<workgroup> subgroup_vals: array<f32, MAX_SUBGROUPS>;
 
+// As reduce_workgroup.wgsl's: the workgroup's index, known to the uniformity analysis as uniform.
+var<workgroup> workgroup_slot: u32;
+
+fn workgroup_index(inv: Invocation) -> u32 {
+    if (inv.lid == 0u) { workgroup_slot = inv.wid.x + inv.wid.y * inv.nwg.x; }
+    return workgroupUniformLoad(&workgroup_slot);
+}
+
 // Must be called in workgroup-uniform control flow (a barrier).
 fn reduce_sum(value: f32, inv: Invocation) -> f32 {
     let part = subgroupAdd(value);

@@ -1,7 +1,8 @@
 // Reductions over a workgroup, the portable way: a tree in workgroup memory. A module of row kernels
 // is this file or reduce_subgroup.wgsl, then the kernels' file (engine/gpu/entry_points.py names the
-// pair): both define the same `Invocation` (the builtins an entry point takes), `reduce_sum`,
-// `reduce_max`, `reduce_lanes` and `subgroup_layout`, so one text of each kernel serves both tiers.
+// pair): both define the same `Invocation` (the builtins an entry point takes), `workgroup_index`,
+// `reduce_sum`, `reduce_max`, `reduce_lanes` and `subgroup_layout`, so one text of each kernel serves
+// both tiers.
 // The including file declares WG, the workgroup size.
 
 struct Invocation {
@@ -11,6 +12,17 @@ struct Invocation {
 }
 
 var<workgroup> shared_vals: array<f32, WG>;
+
+// The workgroup's index in a dispatch spread over x and y (recorder.grid()), as a value every
+// invocation is known to share: `inv` holds the invocation's own index too, so WGSL's uniformity
+// analysis (Tint applies it; naga doesn't) takes all of `inv` as varying, and a kernel that returns
+// early on its workgroup's index before a reduction's barriers would be refused. One barrier.
+var<workgroup> workgroup_slot: u32;
+
+fn workgroup_index(inv: Invocation) -> u32 {
+    if (inv.lid == 0u) { workgroup_slot = inv.wid.x + inv.wid.y * inv.nwg.x; }
+    return workgroupUniformLoad(&workgroup_slot);
+}
 
 // One value per thread in, the workgroup's sum (max) out to every thread. They must be called in
 // workgroup-uniform control flow (they contain barriers).

@@ -80,19 +80,21 @@ fn choose(inv: Invocation) {
         state[2u * l + 1u] = bitcast<u32>(seen.y);
         return;
     }
+    // Every invocation reaches the reduction's barriers, the search over or not: t is read from
+    // read_write storage, which WGSL's uniformity analysis can't know to be the same for all.
     let t = state[0];
-    if (t >= cp.frames) {
-        if (l == 0u) {
-            state[3] = 0u;
-        }
-        return;
-    }
+    let searching = t < cp.frames;
     var part = Partial(0.0, 0.0, NONE);
-    for (var j = l; j < cp.n_tokens; j += WG) {
+    for (var j = l; searching && j < cp.n_tokens; j += WG) {
         part = push(part, logits[j], j);
     }
     let best = reduce_partial(part, inv);
+    // Every thread read the state above, before the barriers, so thread 0 may now update it.
     if (l != 0u) {
+        return;
+    }
+    if (!searching) {
+        state[3] = 0u;
         return;
     }
     let token = best.i;

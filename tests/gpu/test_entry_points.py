@@ -79,17 +79,20 @@ def test_the_probes_turn_on_each_fast_kernel_the_device_can_run(gpu_ops):
 
 
 def test_the_probes_read_back_without_a_map_read_buffer():
-    """The probes' read-backs (up to 1024 invocations' layouts, 8 KB) come back in parts through
-    write-mapped staging: one MAP_READ buffer would cost the process a 64 MB block of pinned memory
-    before a model has run (engine.gpu.recorder.SMALL_READ)."""
-    from sayso.engine.gpu import GpuOps
+    """On wgpu-native the probes' read-backs (up to 1024 invocations' layouts, 8 KB) come back in parts
+    through write-mapped staging: one MAP_READ buffer would cost the process a 64 MB block of pinned
+    memory before a model has run (engine.gpu.recorder.SMALL_READ). Dawn has no such block, nor
+    write-mapped reads (wgpu-native's mappable primary buffers): there they come back through MAP_READ."""
+    from sayso.engine.gpu import GpuOps, webgpu
     from sayso.engine.gpu.recorder import SMALL_READ
 
     assert max(size for fast in FAST_VERSIONS.values() for size in fast.probe_sizes) * 8 > SMALL_READ
     ops = GpuOps()  # a recorder and staging buffers of its own
     ops.fast.probe()
     assert "on" in ops.fast.verdicts.values()
-    assert ops.recorder._staging and all(for_writing for _, for_writing in ops.recorder._staging)
+    write_mapped = not webgpu.is_dawn()
+    assert ops.device.write_mapped_reads == write_mapped
+    assert ops.recorder._staging and all(for_writing == write_mapped for _, for_writing in ops.recorder._staging)
 
 
 def test_sayso_fast_0_forces_the_portable_tier(portable_ops):
