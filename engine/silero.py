@@ -33,7 +33,19 @@ STATE_SHAPE = (2, 1, 128)  # the LSTM's (h, c), as the ONNX model takes and retu
 _BRANCH = "If_0_then_branch__Inline_0__"  # the ONNX graph's 16 kHz branch (the other is 8 kHz)
 _N_FFT, _HOP = 256, 128
 _STRIDES = (1, 2, 2, 1)
+
+MODEL_FILE = "silero_vad.onnx"
+"""In ``sayso.resources``: ``silero_vad/data/silero_vad.onnx`` of the ``silero-vad`` 6.2.3 wheel."""
+MODEL_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
+
 BLOCK = 128  # windows (4 s) through the network's batched part at a time (``run``)
+
+
+def model_path() -> Path:
+    """Silero's ONNX file, as Sayso's package ships it."""
+    import importlib.resources
+
+    return Path(importlib.resources.files("sayso.resources")) / MODEL_FILE
 
 
 class SileroModel:
@@ -74,8 +86,6 @@ class SileroModel:
     @classmethod
     def shared(cls) -> SileroModel:
         """The process's model, loaded on first use."""
-        from sayso.engine.vad import model_path
-
         with cls._lock:
             if cls._shared is None:
                 cls._shared = cls(model_path())

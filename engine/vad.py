@@ -33,7 +33,6 @@ segments equal those of the finished recording.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -50,10 +49,6 @@ ONSET_MARGIN = 0.5  # seconds a soft first word can begin before Silero's first 
 PAUSE_SECONDS = 0.8  # hands-free dictation stops after this long a pause
 CLOSING_PAUSE = 0.4  # a dictation's piece is closed after this long a pause (``engine.stream``): the gap
 # between two phrases, longer than the stops inside a word
-
-MODEL_FILE = "silero_vad.onnx"
-"""In ``sayso.resources``: ``silero_vad/data/silero_vad.onnx`` of the ``silero-vad`` 6.2.3 wheel."""
-MODEL_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
 
 
 class Span(NamedTuple):
@@ -73,13 +68,6 @@ class VadStatus:
     speech: bool
     ended: bool
     quiet: int | None = None
-
-
-def model_path() -> Path:
-    """Silero's ONNX file, as Sayso's package ships it."""
-    import importlib.resources
-
-    return Path(importlib.resources.files("sayso.resources")) / MODEL_FILE
 
 
 class Vad:

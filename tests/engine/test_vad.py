@@ -13,8 +13,8 @@ import pytest
 
 from conftest import AUDIO, TINY_EN_GGUF, needs_clips
 from sayso.engine.audio import load_audio
-from sayso.engine.silero import BLOCK
-from sayso.engine.vad import MODEL_SHA256, SAMPLE_RATE, Vad, model_path, speech_segments, speech_span
+from sayso.engine.silero import BLOCK, MODEL_SHA256, model_path
+from sayso.engine.vad import SAMPLE_RATE, Vad, speech_segments, speech_span
 
 
 def seconds(segments):
