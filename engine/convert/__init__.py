@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sayso.engine.convert.checkpoint_json import load_json
 from sayso.engine.convert.moonshine import write_moonshine_gguf
 from sayso.engine.convert.moonshine_ort import ENCODER_FILE
-from sayso.engine.convert.source import load_json
 from sayso.engine.convert.whisper import Progress, write_whisper_gguf
 from sayso.engine.errors import ModelFileError
 

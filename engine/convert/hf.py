@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sayso.engine.convert.source import WhisperSource, load_json
+from sayso.engine.convert.checkpoint_json import load_json
+from sayso.engine.convert.source import WhisperSource
 from sayso.engine.convert.tokenizer import read_vocabulary
 from sayso.engine.errors import ModelFileError
 

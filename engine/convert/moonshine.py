@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sayso.engine.convert.checkpoint_json import load_json
 from sayso.engine.convert.layout import (
     Progress,
     check_out_type,
@@ -29,7 +30,6 @@ from sayso.engine.convert.layout import (
     vocabulary_metadata,
     write_layout,
 )
-from sayso.engine.convert.source import load_json
 from sayso.engine.convert.tokenizer import TOKEN_CONTROL, TOKEN_NORMAL, Vocabulary
 from sayso.engine.errors import ModelFileError, SaysoError
 from sayso.engine.gguf.writer import Meta

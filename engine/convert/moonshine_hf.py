@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sayso.engine.convert.checkpoint_json import load_json
 from sayso.engine.convert.hf import _read_safetensors
 from sayso.engine.convert.moonshine import MoonshineHParams, MoonshineSource, gguf_tensors, read_vocabulary
-from sayso.engine.convert.source import load_json
 from sayso.engine.errors import ModelFileError
 
 DEFAULT_PARTIAL_ROTARY_FACTOR = 0.9  # what transformers assumes when a Moonshine config has none

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sayso.engine.errors import ModelFileError
-
-if TYPE_CHECKING:
-    from sayso.engine.convert.tokenizer import Vocabulary
+from sayso.engine.convert.tokenizer import Vocabulary
 
 
 @dataclass
@@ -34,10 +29,3 @@ class WhisperSource:
     suppress_tokens: list[int]
     begin_suppress_tokens: list[int]
 
-
-def load_json(path: Path) -> dict:
-    """A checkpoint's JSON file; a ModelFileError naming it when it is missing or not JSON."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFileError(path, f"can't be read as JSON ({e})") from None

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sayso.engine.convert.source import load_json
+from sayso.engine.convert.checkpoint_json import load_json
 from sayso.engine.errors import ModelFileError
 
 TOKEN_NORMAL = 1
