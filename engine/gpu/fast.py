@@ -78,7 +78,12 @@ class FastTier:
         ops = self.ops
         largest = ops.device.limits["max-compute-invocations-per-workgroup"]
         for threads in [size for size in fast.probe_sizes if size <= largest]:  # the others are never run
-            pipeline = ops.kernels.pipeline(fast.file, fast.entry, **({"WG": threads} if fast.sized_by_wg else {}))
+            try:
+                pipeline = ops.kernels.pipeline(fast.file, fast.entry, **({"WG": threads} if fast.sized_by_wg else {}))
+            except GpuError as error:  # this kernel's compiler refuses it: the others may still run
+                if "lost" in str(error).lower():
+                    raise
+                return f"it does not build: {str(error).splitlines()[0]}"
             out = ops.empty((threads, 2))
             # Every other binding is bound to a buffer of its own: a kernel may write more than one
             # (a choice's state and ids), and a buffer bound twice can't be written in a dispatch.

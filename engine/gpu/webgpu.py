@@ -199,18 +199,21 @@ def subgroup_matrix_configs(adapter) -> list[dict]:
 
 
 ENABLE = re.compile(r"^[ \t]*enable[ \t]+([\w, \t]+);[ \t]*$", re.MULTILINE)
+DIAGNOSTIC = re.compile(r"^[ \t]*diagnostic[ \t]*\([^)]*\)[ \t]*;[ \t]*$", re.MULTILINE)
 USES_SUBGROUPS = re.compile(r"\bsubgroup[A-Z]\w*\s*[(<]|@builtin\(\s*subgroup_")
 
 
 def wgsl_source(source: str) -> str:
     """``source`` (files of ``shaders/`` joined) as the chosen implementation's compiler takes it: its
-    ``enable`` directives first, once each, as WGSL wants them before any declaration; on Dawn with
-    ``enable subgroups;`` where it uses subgroup builtins, which Tint requires and naga refuses."""
+    ``enable`` and ``diagnostic`` directives first, once each, as WGSL wants them before any
+    declaration; on Dawn with ``enable subgroups;`` where it uses subgroup builtins, which Tint
+    requires and naga refuses."""
     extensions = dict.fromkeys(name.strip() for names in ENABLE.findall(source) for name in names.split(","))
     extensions.pop("", None)
     if is_dawn() and USES_SUBGROUPS.search(source):
         extensions["subgroups"] = None
     elif not is_dawn():
         extensions.pop("subgroups", None)
-    body = ENABLE.sub("", source)
-    return "".join(f"enable {name};\n" for name in extensions) + body
+    diagnostics = dict.fromkeys(line.strip() for line in DIAGNOSTIC.findall(source))
+    body = DIAGNOSTIC.sub("", ENABLE.sub("", source))
+    return "".join(f"enable {name};\n" for name in extensions) + "".join(f"{line}\n" for line in diagnostics) + body

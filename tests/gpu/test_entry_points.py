@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import wgpu
 
+from sayso.engine.errors import GpuError
 from sayso.engine.gpu import entry_points as declared
 from sayso.engine.gpu.entry_points import FAST_VERSIONS, LAYER_NORM, SOFTMAX, EntryPoint
 from sayso.engine.gpu.fast import FAST_ENV, FastTier, layout_problem
@@ -136,13 +137,32 @@ def test_the_fast_gemv_gives_the_portable_result(gpu_ops, portable_ops, k):
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
 
 
-def test_a_device_error_in_the_probes_turns_the_whole_tier_off(gpu_ops, monkeypatch):
-    """A fast version whose shader the device refuses (here: one that isn't there) fails its probe
-    with a GPU error: then no fast kernel is trusted, however the others fared."""
+def test_a_shader_its_compiler_refuses_turns_only_its_kernel_off(gpu_ops, monkeypatch):
+    """A fast version whose shader doesn't build (here: one that isn't there; on Dawn, one Tint refuses)
+    is off, saying why; the others keep their probes' verdicts."""
     broken = EntryPoint("no_such_shader.wgsl", "layer_norm", LAYER_NORM.bindings, LAYER_NORM.params, ("subgroup",),
                         "ln_out", (256,))
     monkeypatch.setattr("sayso.engine.gpu.fast.FAST_VERSIONS", {SOFTMAX: FAST_VERSIONS[SOFTMAX], LAYER_NORM: broken})
     tier = FastTier(gpu_ops)
+    tier.probe()
+    assert tier.versions == {SOFTMAX: FAST_VERSIONS[SOFTMAX]}
+    assert tier.verdicts[broken.name].startswith("off (it does not build: Shader ")
+    assert "no_such_shader.wgsl is missing" in tier.verdicts[broken.name]
+
+
+def test_a_device_error_in_the_probes_turns_the_whole_tier_off(gpu_ops, monkeypatch):
+    """A probe's dispatch that fails on the device: then no fast kernel is trusted, however the others
+    fared."""
+    tier = FastTier(gpu_ops)
+    reads = []
+
+    def read_small(out):
+        reads.append(out)
+        if len(reads) == 2:
+            raise GpuError("GPU error on the device while running recorded work: a dispatch failed")
+        return FastTier._read_small(tier, out)
+
+    monkeypatch.setattr(tier, "_read_small", read_small)
     tier.probe()
     assert tier.versions == {}
     assert all(verdict.startswith("off (a device error in the probes") for verdict in tier.verdicts.values())
