@@ -4,14 +4,13 @@
 
 One line per shape, weight type and tier: ``portable`` (the FMA tiles of gemm.wgsl) and, where this
 device's fast tier has subgroup matrices (Dawn, ``SAYSO_WEBGPU``), ``matrix`` (gemm_matrix.wgsl). The
-time is the wall time of ``reps`` products recorded together and one read of the last, after one
-warm-up: the host's recording of each product is in it, as in a model's encoder.
+time is the GPU's, from timestamps around each of ``reps`` products after one warm-up
+(``engine.gpu.profile``), as ``sayso bench --kernels`` gives it within a model.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import gguf
 import numpy as np
@@ -46,11 +45,14 @@ def measure(ops, linear, tier: str, m: int, k: int, n: int, kind: str, reps: int
     linear.MATRIX_MIN_ROWS = 1 if tier == "matrix" else 1 << 30
     try:
         got = ops.read(ops.gemm(a_gpu, w_gpu))
-        start = time.perf_counter()
-        for _ in range(reps):  # each output freed at once: the pool hands its buffer to the next
-            out = ops.gemm(a_gpu, w_gpu)
-        ops.read(out)
-        seconds = (time.perf_counter() - start) / reps
+        timer = ops.recorder.time_kernels()
+        try:
+            for _ in range(reps):  # each output freed at once: the pool hands its buffer to the next
+                out = ops.gemm(a_gpu, w_gpu)
+            ops.read(out)
+        finally:
+            ops.recorder.stop_timing()
+        seconds = timer.busy_ms / 1e3 / reps
     finally:
         linear.MATRIX_MIN_ROWS = rows
     error = float(np.abs(got - want).max() / np.abs(want).max())

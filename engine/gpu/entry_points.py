@@ -141,14 +141,9 @@ GEMM_MATRIX = EntryPoint(LINEARS + "+gemm_matrix.wgsl", "gemm_matrix", GEMM_LARG
                          ("subgroup-matrix", "shader-f16", "subgroup"), "c", (128,), sized_by_wg=False,
                          min_subgroup=32, same_grid=False)
 
-# ---- fast: encoder attention on subgroup matrices (tensor cores, on Dawn), head_dim 64 -------------
-ATTENTION_MATRIX = EntryPoint("attention_blocks.wgsl+attention_matrix.wgsl", "main", ATTENTION_TILED.bindings, TILED,
-                              GEMM_MATRIX.needs, "out", (128,), sized_by_wg=False, min_subgroup=32, same_grid=False)
-
 FAST_VERSIONS = {LAYER_NORM: LAYER_NORM_SUBGROUP, SOFTMAX: SOFTMAX_SUBGROUP, GEMV: GEMV_SUBGROUP,
                  WHISPER_SELECT: WHISPER_SELECT_SUBGROUP, TRANSDUCER_CHOOSE: TRANSDUCER_CHOOSE_SUBGROUP,
-                 KV_ATTEND: KV_ATTEND_SUBGROUP, ATTENTION_TILED: ATTENTION_TILED_SUBGROUP, GEMM_LARGE: GEMM_MATRIX,
-                 ATTENTION: ATTENTION_MATRIX}
+                 KV_ATTEND: KV_ATTEND_SUBGROUP, ATTENTION_TILED: ATTENTION_TILED_SUBGROUP, GEMM_LARGE: GEMM_MATRIX}
 """Each portable entry point that has a fast version, and that version; one on a grid of its own is
 keyed by the portable kernel it stands in for (its op chooses it)."""
 

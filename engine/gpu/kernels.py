@@ -65,13 +65,14 @@ def writable_storage(module: str) -> dict[str, bool]:
 
 
 def known_pipelines_file(device: Device, folder: Path, model: Path | None = None) -> Path:
-    """``folder/<adapter>-<hash of the shaders>[-<hash of the model file's name and size>].json``: a list
-    that only this adapter and this version of the WGSL read, so a listed pipeline always still exists
-    and compiles. With ``model``, one list per model file: a start builds ahead what that model used,
+    """``folder/<implementation>-<adapter>-<hash of the shaders>[-<hash of the model file's name and
+    size>].json``: a list that only this WebGPU implementation on this adapter and this version of the
+    WGSL read, so a listed pipeline always still exists and compiles (Dawn's subgroup-matrix kernels
+    are not wgpu-native's to build). With ``model``, one list per model file: a start builds ahead what that model used,
     not the union of what every model run on the adapter used, whose pipelines each hold host memory
     and are built on the threads the weights' upload needs too."""
     shaders = b"".join(path.name.encode() + b"\0" + path.read_bytes() for path in sorted(shaders_dir().glob("*.wgsl")))
-    adapter = re.sub(r"[^A-Za-z0-9]+", "-", device.info["device"]).strip("-").lower()
+    adapter = re.sub(r"[^A-Za-z0-9]+", "-", f"{device.webgpu.implementation} {device.info['device']}").strip("-").lower()
     name = f"{adapter}-{checksum(shaders)}"
     if model is not None:
         try:
@@ -189,12 +190,14 @@ class Kernels:
     def _read_known(self) -> list[tuple]:
         try:
             listed = json.loads(self.known.read_text())
-            return [(file, entry, tuple((name, value) for name, value in constants)) for file, entry, constants in listed]
+            keys = [(file, entry, tuple((name, value) for name, value in constants)) for file, entry, constants in listed]
         except FileNotFoundError:
             return []
         except (OSError, ValueError, TypeError) as error:  # unreadable or not our format: built as needed
             log.warning("Ignoring the list of kernels in %s (%s).", self.known, error)
             return []
+        features = set(self.device.features)  # a list from elsewhere never builds what this device can't
+        return [key for key in keys if key[:2] in BY_NAME and set(BY_NAME[key[:2]].needs) <= features]
 
     def _list_known(self) -> None:
         """Write every pipeline built or building to ``known`` (atomically: another start may read it)."""

@@ -200,6 +200,8 @@ def subgroup_matrix_configs(adapter) -> list[dict]:
 
 ENABLE = re.compile(r"^[ \t]*enable[ \t]+([\w, \t]+);[ \t]*$", re.MULTILINE)
 DIAGNOSTIC = re.compile(r"^[ \t]*diagnostic[ \t]*\([^)]*\)[ \t]*;[ \t]*$", re.MULTILINE)
+TINT_ONLY = re.compile(r"@diagnostic\(\s*off\s*,\s*subgroup_uniformity\s*\)")
+"""An attribute naga doesn't know (it warns on every module that has it): Dawn's alone."""
 USES_SUBGROUPS = re.compile(r"\bsubgroup[A-Z]\w*\s*[(<]|@builtin\(\s*subgroup_")
 
 
@@ -214,6 +216,7 @@ def wgsl_source(source: str) -> str:
         extensions["subgroups"] = None
     elif not is_dawn():
         extensions.pop("subgroups", None)
+        source = TINT_ONLY.sub("", source)
     diagnostics = dict.fromkeys(line.strip() for line in DIAGNOSTIC.findall(source))
     body = DIAGNOSTIC.sub("", ENABLE.sub("", source))
     return "".join(f"enable {name};\n" for name in extensions) + "".join(f"{line}\n" for line in diagnostics) + body

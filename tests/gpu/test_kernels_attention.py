@@ -2,9 +2,7 @@
 
 Sizes are small (lavapipe is slow) but each case crosses a boundary the kernels care about: more
 than one block of 16 query rows or 32 keys in flash attention, more than one block of 64 keys in
-``attend``, head sizes 36 / 52 / 64 / 128 and an odd one (33), causal offsets Tk - Tq != 0. The f32
-kernels are what the tests check on every device; attention_matrix.wgsl (subgroup matrices, f16
-inputs) has its own test where the fast tier runs it.
+``attend``, head sizes 36 / 52 / 64 / 128 and an odd one (33), causal offsets Tk - Tq != 0.
 """
 
 from __future__ import annotations
@@ -17,15 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from sayso.engine.gpu.entry_points import ATTENTION_MATRIX, KV_ATTEND, KV_ATTEND_SUBGROUP
+from sayso.engine.gpu.entry_points import KV_ATTEND, KV_ATTEND_SUBGROUP
 from sayso.engine.gpu.ops import attention
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def f32_attention(monkeypatch):
-    monkeypatch.setattr(attention, "MATRIX_HEAD_DIM", 0)
 
 EXACT = dict(rtol=1e-4, atol=1e-5)  # f32 throughout
 F16_CACHE = dict(rtol=2e-3, atol=2e-3)  # K and V stored as f16
@@ -127,18 +120,6 @@ def test_the_fast_encoder_attention_matches_numpy():
     assert found["head_dims"] == [0, 16, 20, 28, 32], "the fast kernel did not run every case"  # 0: the probe's
     for case, (close, error) in zip(cases, found["cases"]):
         assert close, (case, error)
-
-
-@pytest.mark.parametrize(("tq", "tk", "heads", "batch"), [(1, 1, 2, 1), (70, 100, 2, 1), (130, 45, 3, 2), (64, 64, 1, 3)])
-def test_encoder_attention_on_subgroup_matrices(gpu_ops, cpu_ops, monkeypatch, tq, tk, heads, batch):
-    """More than one block of 64 query rows, partial key blocks, a batch; head_dim 64."""
-    if not gpu_ops.fast.is_on(ATTENTION_MATRIX):  # lavapipe: test_entry_points checks that it is refused there
-        pytest.skip(f"no subgroup matrices on this device: {gpu_ops.fast.verdicts[ATTENTION_MATRIX.name]}")
-    monkeypatch.setattr(attention, "MATRIX_HEAD_DIM", 64)
-    rng = np.random.default_rng(tq * 1000 + tk)
-    q, k, v = (random(rng, batch * t, heads * 64) for t in (tq, tk, tk))
-    gpu, cpu = both(gpu_ops, cpu_ops, "attention", q, k, v, n_heads=heads, batch=batch)
-    np.testing.assert_allclose(gpu, cpu, rtol=1e-2, atol=1e-2)  # q·scale, k, v and the weights as f16
 
 
 def pack_both(gpu_ops, cpu_ops, caches, pos0, rows, rng):

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import wgpu
 
 from sayso.engine.errors import GpuError
-from sayso.engine.gpu.entry_points import (ATTENTION, ATTENTION_MATRIX, ATTENTION_RELATIVE, ATTENTION_TILED,
-                                          ATTENTION_TILED_SUBGROUP, KV_ATTEND, KV_COMBINE, KV_PACK)
+from sayso.engine.gpu.entry_points import (ATTENTION, ATTENTION_RELATIVE, ATTENTION_TILED, ATTENTION_TILED_SUBGROUP,
+                                          KV_ATTEND, KV_COMBINE, KV_PACK)
 from sayso.engine.gpu.ops.base import GpuOpsBase
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import GpuColumns, GpuTensor, rows_of
@@ -32,8 +32,6 @@ TILED_MAX_HEAD_DIM = 64  # attention_tiled.wgsl: one output quad per thread of a
 TILED_ROWS = 32  # query rows per attention_tiled.wgsl workgroup (16 * ROWS)
 TILED_KEYS = 32  # BK in attention_tiled.wgsl and attention_tiled_subgroup.wgsl
 TILED_SUBGROUP_ROWS = 64  # query rows per attention_tiled_subgroup.wgsl workgroup (ROWS_WG)
-MATRIX_ROWS = 64  # query rows per attention_matrix.wgsl workgroup (QROWS)
-MATRIX_HEAD_DIM = 64  # the one head_dim attention_matrix.wgsl is written for (DH)
 KEY_BLOCK = 64  # keys per attend workgroup (WG in kv_cache.wgsl): 1500 encoder positions -> 24 workgroups per head
 PACK_THREADS = 64  # PACK_THREADS in kv_cache.wgsl
 F32 = 4
@@ -136,10 +134,6 @@ class AttentionOps(GpuOpsBase):
             return out
         scale = 1.0 / math.sqrt(dh) if scale is None else scale
         tiled = not causal and tk and dh % 4 == 0 and dh <= TILED_MAX_HEAD_DIM and self._tiled_fits(dh)
-        if tiled and dh == MATRIX_HEAD_DIM and self.fast.is_on(ATTENTION_MATRIX):  # on the tensor cores
-            groups = batch * n_heads * -(-tq // MATRIX_ROWS)
-            self.run(ATTENTION_MATRIX, [q, k, v, out], [tq, tk, n_heads, float(scale), groups, batch], grid(groups))
-            return out
         if tiled:  # an encoder's attention: the register-tiled kernel, every sequence of a batch in one dispatch
             fast = self.fast.is_on(ATTENTION_TILED_SUBGROUP) and self._tiled_fits(dh, subgroup=True)
             groups = batch * n_heads * -(-tq // (TILED_SUBGROUP_ROWS if fast else TILED_ROWS))
