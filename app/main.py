@@ -117,6 +117,7 @@ def run_app(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from sayso.app.platform import assets
+    from sayso.app.platform.locations import DESKTOP_ID
 
     from sayso.app.ui import style
     from sayso.app.ui.coordinator import Coordinator
@@ -124,7 +125,7 @@ def run_app(argv: list[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication(["sayso"])
     app.setApplicationName("Sayso")
-    app.setDesktopFileName("sayso")
+    app.setDesktopFileName(DESKTOP_ID)
     app.setWindowIcon(assets.app_icon())
     app.setQuitOnLastWindowClosed(False)  # closing the window leaves Sayso in the tray
     style.apply(app)

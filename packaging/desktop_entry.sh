@@ -10,9 +10,11 @@ if [[ "$command" != /* || "$command" =~ [\"\`\$\\] ]]; then
     echo "desktop_entry.sh: $command: give an absolute path without quotes, \$, \` or \\" >&2
     exit 2
 fi
+id=io.github.sayso.Sayso  # the AppStream id, which the entry's name must be (packaging/$id.metainfo.xml)
 data="${XDG_DATA_HOME:-$HOME/.local/share}"
 install -d "$data/applications"
-sed "s|^Exec=sayso|Exec=\"$command\"|" packaging/sayso.desktop > "$data/applications/sayso.desktop"
+sed "s|^Exec=sayso|Exec=\"$command\"|" "packaging/$id.desktop" > "$data/applications/$id.desktop"
+rm -f "$data/applications/sayso.desktop"  # the entry's earlier name: one launcher, not two
 for size in 16 24 32 48 64 128 256 512; do
     install -D -m 644 "resources/sayso-$size.png" "$data/icons/hicolor/${size}x${size}/apps/sayso.png"
 done
@@ -20,4 +22,4 @@ install -D -m 644 resources/sayso.svg "$data/icons/hicolor/scalable/apps/sayso.s
 if command -v update-desktop-database >/dev/null; then  # the file types it opens, for file managers
     update-desktop-database -q "$data/applications"
 fi
-echo "Sayso's desktop entry: $data/applications/sayso.desktop"
+echo "Sayso's desktop entry: $data/applications/$id.desktop"

@@ -1,4 +1,5 @@
-"""Starting Sayso at login: an XDG autostart entry (``$XDG_CONFIG_HOME/autostart/sayso.desktop``).
+"""Starting Sayso at login: an XDG autostart entry (``$XDG_CONFIG_HOME/autostart/<DESKTOP_ID>.desktop``,
+named as the app's desktop entry, which lets a desktop match the two).
 
 Desktops that follow the XDG Autostart specification (GNOME, KDE, Xfce, and sway or Hyprland with a
 launcher of such entries) run it when the user logs in; Sayso then starts in the tray (``--hidden``).
@@ -14,12 +15,20 @@ import shutil
 import sys
 from pathlib import Path
 
+from sayso.app.platform.locations import DESKTOP_ID
 from sayso.engine.files import write_text_atomically
+
+# The entry's name before it was the desktop id: still read as "on", and replaced when the setting changes.
+EARLIER_NAME = "sayso.desktop"
+
+
+def autostart_folder() -> Path:
+    config = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(config).expanduser() if config else Path.home() / ".config") / "autostart"
 
 
 def autostart_file() -> Path:
-    config = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(config).expanduser() if config else Path.home() / ".config") / "autostart" / "sayso.desktop"
+    return autostart_folder() / f"{DESKTOP_ID}.desktop"
 
 
 def launch_command() -> str:
@@ -30,6 +39,7 @@ def launch_command() -> str:
 def set_start_at_login(on: bool) -> None:
     """Write or remove the autostart entry; OSError when the folder can't be written."""
     path = autostart_file()
+    (autostart_folder() / EARLIER_NAME).unlink(missing_ok=True)
     if not on:
         path.unlink(missing_ok=True)
         return
@@ -48,4 +58,4 @@ def set_start_at_login(on: bool) -> None:
 
 
 def starts_at_login() -> bool:
-    return autostart_file().is_file()
+    return autostart_file().is_file() or (autostart_folder() / EARLIER_NAME).is_file()

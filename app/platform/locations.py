@@ -18,6 +18,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# The desktop entry's name (packaging/<it>.desktop), which is also the AppStream id and the Wayland app id:
+# launchers, notifications and the autostart entry are matched with the app by it.
+DESKTOP_ID = "io.github.sayso.Sayso"
 LOG_BYTES = 1_000_000  # one log file's size before it is rotated
 LOG_FILES = 3  # rotated logs kept besides the current one
 

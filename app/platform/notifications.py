@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from sayso.app.platform.locations import DESKTOP_ID
+
 log = logging.getLogger(__name__)
 
 SHOWN_MS = 6000  # how long the desktop shows a notification
@@ -28,7 +30,7 @@ def _send(title: str, message: str) -> None:
 
         daemon = DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
                              interface="org.freedesktop.Notifications")
-        hints = {"desktop-entry": ("s", "sayso"), "urgency": ("y", 1)}
+        hints = {"desktop-entry": ("s", DESKTOP_ID), "urgency": ("y", 1)}
         call = new_method_call(daemon, "Notify", "susssasa{sv}i",
                                ("Sayso", 0, "sayso", title, message, [], hints, SHOWN_MS))
         with open_dbus_connection(bus="SESSION") as connection:

@@ -63,7 +63,7 @@ def test_files_opened_with_sayso_reach_the_running_app(qtbot, tmp_path):
     finally:
         server.close()
     assert received == [f"open {f}" for f in files]
-    desktop = (Path(__file__).parents[2] / "packaging" / "sayso.desktop").read_text()
+    desktop = (Path(__file__).parents[2] / "packaging" / "io.github.sayso.Sayso.desktop").read_text()
     assert "Exec=sayso %F" in desktop and "audio/x-wav;" in desktop and "video/mp4;" in desktop
 
 

@@ -18,6 +18,7 @@ from sayso.app.ui.coordinator import Coordinator  # noqa: E402
 from sayso.app.main import run_command  # noqa: E402
 from sayso.app.ui.overlay import Overlay  # noqa: E402
 from sayso.app.core.settings import Settings  # noqa: E402
+from sayso.app.platform.locations import DESKTOP_ID  # noqa: E402
 from e2e.fixtures import pulse  # noqa: E402, F401
 
 from conftest import AUDIO, TINY_EN_GGUF, words  # noqa: E402
@@ -84,7 +85,7 @@ def test_settings_changes_are_saved_and_applied(coordinator, qtbot):
 
 
 def test_start_at_login_is_an_autostart_entry(coordinator, tmp_path):
-    entry = tmp_path / "config" / "autostart" / "sayso.desktop"
+    entry = tmp_path / "config" / "autostart" / f"{DESKTOP_ID}.desktop"
     coordinator.settings_page.start_at_login.setChecked(True)
     desktop = configparser.ConfigParser(interpolation=None)
     desktop.read(entry)
@@ -100,13 +101,26 @@ def test_start_at_login_is_an_autostart_entry(coordinator, tmp_path):
     restarted.shutdown()
 
 
+def test_an_autostart_entry_of_the_earlier_name_is_on_and_replaced(coordinator, tmp_path):
+    """Before the entry took the desktop id for its name it was sayso.desktop: one written then still
+    reads as on, and turning the setting off removes it."""
+    earlier = tmp_path / "config" / "autostart" / "sayso.desktop"
+    earlier.parent.mkdir(parents=True, exist_ok=True)
+    earlier.write_text("[Desktop Entry]\nType=Application\nExec=sayso --hidden\n")
+    restarted = Coordinator(coordinator.data_dir)
+    assert restarted.settings.start_at_login and restarted.settings_page.start_at_login.isChecked()
+    restarted.settings_page.start_at_login.setChecked(False)
+    assert not earlier.exists() and not restarted.settings.start_at_login
+    restarted.shutdown()
+
+
 def test_the_autostart_entry_starts_sayso_where_its_environment_isnt_on_path(coordinator, tmp_path, monkeypatch):
     """A virtual environment the user never put on PATH: the entry runs this Python with Sayso's module,
     from wherever the desktop starts it."""
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no `sayso` command here
     coordinator.settings_page.start_at_login.setChecked(True)
     desktop = configparser.ConfigParser(interpolation=None)
-    desktop.read(tmp_path / "config" / "autostart" / "sayso.desktop")
+    desktop.read(tmp_path / "config" / "autostart" / f"{DESKTOP_ID}.desktop")
     command = shlex.split(desktop["Desktop Entry"]["Exec"])
     assert command[0] == sys.executable and command[-1] == "--hidden"
     started = subprocess.run([*command[:-1], "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60)

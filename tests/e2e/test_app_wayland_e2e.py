@@ -56,7 +56,7 @@ def test_a_toggled_dictation_on_sway_shows_the_overlay_on_a_layer_surface_not_in
         app.wait_for_log(r"Sayso is ready", timeout=600)
         ours = lambda: [w for w in sway.windows() if w["pid"] == app.process.pid]  # noqa: E731
         (window,) = ours()
-        assert window["app_id"] == "sayso" and window["name"] == "Sayso"
+        assert window["app_id"] == "io.github.sayso.Sayso" and window["name"] == "Sayso"  # the desktop entry's id
         editor = TargetWindow("sayso-wayland-editor", env=env)  # opened last, so it has the focus
         focused = lambda: [w["name"] for w in sway.windows() if w["focused"]]  # noqa: E731
         deadline = time.monotonic() + 30
