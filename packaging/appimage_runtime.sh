@@ -4,6 +4,10 @@
 # static binary: build/appimage-runtime/runtime-x86_64.
 #   bash packaging/appimage_runtime.sh [SOURCE]   # SOURCE: a checkout of type2-runtime; default: cloned
 #
+# No package registry carries the runtime or its source: Debian has libappimage and squashfuse but not the
+# runtime, and the AppImage builders on PyPI (appimage, python-appimage, pyproject-appimage,
+# appimage-builder) and npm (@reforged/maker-appimage) download it from type2-runtime's GitHub releases
+# as they build. So the source is cloned from GitHub here; on a machine without GitHub, pass a checkout.
 # Upstream builds it on Alpine (musl, squashfuse 0.5, a patched libfuse 3.15); here it is glibc, Debian's
 # squashfuse 0.1 and libfuse 3.14, unpatched, so FUSE mounts find only fusermount3 (extract-and-run
 # needs no FUSE at all). LZO images are refused: liblzo2 is GPL and the squashfs here is zstd.

@@ -22,6 +22,7 @@ from sayso.engine.errors import SaysoError
 log = logging.getLogger(__name__)
 
 FAMILY_NAMES = {"whisper": "Whisper", "moonshine": "Moonshine", "parakeet": "Parakeet", "gigaam": "GigaAM"}
+ORIGINS = {"converted": "Converted on this computer", "bundled": "Ships with Sayso"}  # else a hub repository
 CPU_SIZE = 100e6  # bytes: a model file up to this size keeps up with dictation on a CPU (docs/PERFORMANCE.md)
 
 Work = Callable[[Callable[[float, str], None], threading.Event], object]
@@ -182,7 +183,7 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
                                path=chosen_path, source="file"))
     for model in on_disk:
         family = _family(model.name, model.path)
-        origin = "Converted on this computer" if model.source == "converted" else f"Hugging Face · {model.source}"
+        origin = ORIGINS.get(model.source, f"Hugging Face · {model.source}")
         facts = [FAMILY_NAMES.get(family, family), _languages(model.name), format_size(model.size), hardware(model.size),
                  origin]
         detail = " · ".join(f for f in facts if f)

@@ -265,6 +265,7 @@ class ModelsPage(QWidget):
             row.use_button = row.add_button("Use this model", "check", "Dictate and transcribe with this model")
             row.use_button.setEnabled(entry.runs)
             row.use_button.clicked.connect(lambda: self.use(entry.name))
+        if entry.source not in ("file", "bundled"):  # a bundled model is part of the app, read-only
             remove = row.add_button("Remove", "trash", "Delete the model's file from this computer")
             remove.clicked.connect(lambda: self.ask_remove(entry.name))
         row.keep_button.clicked.connect(row.close_question)

@@ -7,16 +7,18 @@ so only Sayso's own files come from the wheel."""
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
 import venv
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import AUDIO, ROOT, reference_words, words
+from conftest import AUDIO, ROOT, TINY_EN_GGUF, reference_words, words
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +46,20 @@ def test_the_wheel_holds_one_package_with_its_data_and_licences(wheel):
     assert "License-Expression: MIT" in metadata
 
 
-def test_installed_into_a_fresh_environment_it_passes_its_selftest(wheel, tmp_path):
-    env_dir = tmp_path / "env"
+@dataclass(frozen=True)
+class Installed:
+    """The wheel installed into a fresh environment: its ``sayso`` command, Python and site-packages, and
+    the environment of a user whose HOME is empty."""
+
+    sayso: Path
+    python: Path
+    packages: Path
+    home: Path
+    env: dict[str, str]
+
+
+def install(wheel: Path, folder: Path) -> Installed:
+    env_dir = folder / "env"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
@@ -55,12 +69,18 @@ def test_installed_into_a_fresh_environment_it_passes_its_selftest(wheel, tmp_pa
     installed = {p.name for p in packages.iterdir()} - {"__pycache__"}
     assert installed == {"sayso", wheel.name.split("-py3")[0] + ".dist-info"}
     (packages / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    home = tmp_path / "home"
+    home = folder / "home"
     home.mkdir()
     own = ("SAYSO_", "XDG_DATA", "XDG_CACHE", "XDG_CONFIG", "XDG_STATE", "PYTHON")
     env = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     env.update(HOME=str(home), QT_QPA_PLATFORM="offscreen")
-    run = subprocess.run([env_dir / "bin" / "sayso", "--selftest", str(AUDIO / "jfk.wav")], cwd=tmp_path, env=env,
+    return Installed(env_dir / "bin" / "sayso", python, packages, home, env)
+
+
+def test_installed_into_a_fresh_environment_it_passes_its_selftest(wheel, tmp_path):
+    installed = install(wheel, tmp_path)
+    python, packages, home, env = installed.python, installed.packages, installed.home, installed.env
+    run = subprocess.run([installed.sayso, "--selftest", str(AUDIO / "jfk.wav")], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "voice detection on" in run.stderr
@@ -72,3 +92,28 @@ def test_installed_into_a_fresh_environment_it_passes_its_selftest(wheel, tmp_pa
     imported = subprocess.run([python, "-c", "import sayso.engine; print(sayso.engine.__file__)"], cwd=tmp_path,
                               env=env, capture_output=True, text=True)  # fmt: skip
     assert Path(imported.stdout.strip()).is_relative_to(packages)
+
+
+def test_a_model_bundled_in_the_package_is_used_as_it_is(wheel, tmp_path):
+    """The one-folder app and the AppImage carry the default model converted, in sayso/models (build.sh): a
+    first start with an empty HOME transcribes with it and converts nothing; it is listed as bundled, and
+    kept when asked to remove it."""
+    installed = install(wheel, tmp_path)
+    bundled = installed.packages / "sayso" / "models" / "whisper-tiny.en.gguf"
+    bundled.parent.mkdir()
+    shutil.copyfile(TINY_EN_GGUF, bundled)
+
+    def sayso(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([installed.sayso, *args], cwd=tmp_path, env=installed.env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+
+    run = sayso("--selftest", str(AUDIO / "jfk.wav"))
+    assert run.returncode == 0, run.stderr
+    assert words(run.stdout) == reference_words("jfk.wav")
+    assert not (installed.home / ".local" / "share" / "sayso" / "models").exists()
+    listed = sayso("models", "list")
+    mine = listed.stdout.split("Available")[0].splitlines()
+    assert [line.split()[-2:] for line in mine if line.startswith("whisper-tiny.en ")] == [["bundled", str(bundled)]]
+    removed = sayso("models", "rm", "whisper-tiny.en")
+    assert removed.returncode != 0 and "ships with Sayso" in removed.stderr, removed.stderr
+    assert len(removed.stderr.strip().splitlines()) == 1 and bundled.is_file()
