@@ -34,8 +34,9 @@ tiles than that have K cut into parts (``SPLITS``) until there are about as many
 SPLIT_MIN_K = 256
 """Fewest values of K a split takes: a shorter part costs more in its partial sums than it saves."""
 MATRIX_TILE = 128  # output rows and columns per gemm_matrix workgroup (gemm_matrix.wgsl's MX_TILE)
-MATRIX_MIN_ROWS = 1
-"""Fewest rows of a for gemm_matrix, where the fast tier has it (docs/PERFORMANCE.md: gemm_matrix)."""
+MATRIX_MIN_ROWS = 1024
+"""Fewest rows of a for gemm_matrix, where the fast tier has it: below that its 128-row tiles leave a
+large GPU part idle and the FMA tiles are faster (docs/PERFORMANCE.md: gemm_matrix)."""
 GEMV_ROWS = 8  # outputs per GEMV workgroup (gemm.wgsl's GEMV_ROWS)
 NORM_FOLD_MAX_N = 8192
 """Most outputs of a gemv that normalises its row in every workgroup (``norm``): each one's two
