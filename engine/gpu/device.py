@@ -191,7 +191,11 @@ class Device:
 
     def failure(self, what: str, error: Exception, otherwise: str | None = None) -> GpuError:
         """A GpuError for a failed wgpu call, saying plainly when the cause is a lost device; else
-        ``otherwise`` where the caller knows what the failure means, or the error as wgpu gave it."""
+        ``otherwise`` where the caller knows what the failure means, or the error as wgpu gave it.
+        The failed call's frames are dropped from ``error``, which the GpuError keeps as its context:
+        wgpudawn's hold the call's data (a memoryview and a cffi buffer exporting it) in a cycle with
+        the error, and the garbage collector, tearing the memoryview down first, crashed the process."""
+        error.__traceback__ = None
         text = str(error).strip()
         if "lost" in text.lower():
             return GpuError(
