@@ -3,34 +3,21 @@ dispatches, ``GpuOps`` offers the model-facing operations.
 
 Importing this package chooses the WebGPU implementation that ``import wgpu`` gives from then on
 (``engine.gpu.webgpu``: Dawn or wgpu-native), so it comes before any module that imports wgpu; it
-imports wgpu itself only in ``load_backend``: on wgpu-native, on the C declarations compiled into the
-cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the first) while wgpu-native creates
-its instance on another thread (``engine.gpu.instance``). Naming ``engine.gpu.Device`` or
-``engine.gpu.GpuOps`` calls it first. An engine loads the backend and opens the device first and
+imports wgpu itself only in ``load_backend`` (``engine.gpu.native``'s): on wgpu-native, on the C
+declarations compiled into the cache (``engine.gpu.wgpu_ffi``: 0.2-0.4 s off every start after the
+first) while wgpu-native creates its instance on another thread (``engine.gpu.instance``). Naming
+``engine.gpu.Device`` or ``engine.gpu.GpuOps`` calls it first. An engine loads the backend and opens the device first and
 imports ``GpuOps`` and its kernels' modules while the driver starts it (``engine.backend``).
 """
 
 from sayso.engine.errors import GpuError
-from sayso.engine.gpu import native, webgpu
-
-
-def _choose() -> None:
-    if webgpu.choose().implementation == webgpu.DAWN:
-        native.use_public_api()  # the C paths are wgpu-native's
-
+from sayso.engine.gpu import native
+from sayso.engine.gpu.native import load_backend
 
 try:
-    _choose()
+    native.choose()
 except GpuError:
     pass  # raised again where the device is opened (``load_backend``), whose callers say it
-
-
-def load_backend() -> None:
-    """Import the chosen implementation's backend, once (``engine.gpu.native.load_backend``)."""
-    from sayso.engine.files import cache_dir
-
-    _choose()
-    native.load_backend(cache_dir() / "wgpu")
 
 
 def __getattr__(name: str):

@@ -15,7 +15,7 @@ import wgpu
 
 from sayso.engine.background import in_background
 from sayso.engine.errors import DeviceOpenError, GpuError
-from sayso.engine.gpu import instance, load_backend, native, webgpu
+from sayso.engine.gpu import native, webgpu
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,8 @@ class _ErrorTrap(logging.Handler):
 def pick_adapter() -> wgpu.GPUAdapter:
     """The adapter Sayso uses: the high-performance one, or the one ``SAYSO_ADAPTER`` names. The
     instance made ahead (``engine.gpu.instance``) becomes wgpu-py's first: there is one a process."""
-    load_backend()
-    instance.adopt()
+    native.load_backend()
+    native.adopt_instance()
     wanted = os.environ.get(ADAPTER_ENV, "").strip()
     try:
         if not wanted:

@@ -4,8 +4,8 @@ Creating the instance starts the GPU's driver: the Vulkan instance is the longes
 load after the device itself. wgpu-py creates it at the first adapter request, after its imports,
 which the engine's load then waited for. Here it
 starts as soon as the library is loaded with the compiled C declarations (``engine.gpu.wgpu_ffi``),
-in C, without the GIL, while the imports go on; ``adopt`` hands it to wgpu-py before anything asks
-wgpu-py for one, through ``engine.gpu.native``, only where that knows the installed wgpu-py
+in C, without the GIL, while the imports go on; ``engine.gpu.native.adopt_instance`` hands it to
+wgpu-py before anything asks wgpu-py for one, only where it knows the installed wgpu-py
 (tests/gpu/test_gpu_core.py checks that wgpu-py uses the one made here).
 
 The instance looks at wgpu's "primary" backends only (Vulkan, Metal, DX12), not OpenGL: our kernels
@@ -22,7 +22,6 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from sayso.engine.background import in_background
-from sayso.engine.gpu import native
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ def _library() -> Path | None:
 
 def start(ffi) -> None:
     """Begin creating the instance on a thread, through ``ffi`` (the FFI that wgpu-py will use, so
-    that the handle is of its type). A failure is ``adopt``'s to handle: wgpu-py creates one instead."""
+    that the handle is of its type). A failure is ``made_ahead``'s to handle: wgpu-py creates one instead."""
     global _started
     library = _library()
     if _started is not None or library is None:
@@ -79,24 +78,13 @@ def start(ffi) -> None:
     _started = in_background(create, "wgpu-instance")
 
 
-def adopt() -> None:
-    """Make the instance ``start`` created wgpu-py's (waiting for it), before the first adapter
-    request; without one, have wgpu-py create its own, with the same backends and flags."""
-    from sayso.engine.gpu import webgpu
-
-    if webgpu.is_dawn():  # Dawn's instance was made with its toggles when it was chosen
-        return
-    from wgpu.backends.wgpu_native.extras import set_instance_extras
-
-    if native.NATIVE:  # where wgpu-py's internals aren't known, it makes its own
-        if native.has_instance():  # an earlier Device's: the process keeps one
-            return
-        if _started is not None:
-            try:
-                instance = _started.result()
-            except Exception as error:  # noqa: BLE001
-                log.warning("Creating the GPU instance ahead failed (%s); wgpu creates it.", error)
-            else:
-                if native.adopt_instance(instance):
-                    return
-    set_instance_extras(backends=["Primary"], flags=["Empty"])
+def made_ahead():
+    """The instance ``start`` created (waiting for it), or None where none was started or creating it
+    failed (a warning: wgpu-py creates one instead)."""
+    if _started is None:
+        return None
+    try:
+        return _started.result()
+    except Exception as error:  # noqa: BLE001
+        log.warning("Creating the GPU instance ahead failed (%s); wgpu creates it.", error)
+        return None

@@ -7,8 +7,8 @@ each call in an error capture, and one is not offered by wgpu-py at all:
   a decoder step records ~70 dispatches, so their Python cost is a step's);
 * a read-back that waits for its own submission only (``submit_for_index``, ``PendingRead``);
 * shader modules made with fewer of naga's runtime checks (``create_shader_module``);
-* the instance created ahead, while wgpu-py's modules import (``engine.gpu.instance``, which hands
-  it over with ``adopt_instance``), on C declarations compiled once (``engine.gpu.wgpu_ffi``, which
+* the instance created ahead, while wgpu-py's modules import (``engine.gpu.instance``, handed over
+  by ``adopt_instance``), on C declarations compiled once (``engine.gpu.wgpu_ffi``, which
   ``load_backend`` uses only here: it leans on how wgpu-py's ``_ffi`` module makes its FFI).
 
 They use wgpu-py's internals: the ``_internal`` handles of its objects, ``ffi`` and ``lib`` of
@@ -18,7 +18,8 @@ pins one); with any other, every caller takes wgpu-py's public API instead, slow
 results, and nothing here reaches into wgpu-py. ``SAYSO_WGPU_PUBLIC=1`` forces that path (tests).
 
 Nothing happens at import: wgpu-py itself is imported by ``load_backend``, which ``engine.gpu``'s
-``Device`` and ``GpuOps`` call first.
+``Device`` and ``GpuOps`` call first. ``choose`` makes the choice of ``engine.gpu.webgpu`` this module's:
+on Dawn, the public API throughout.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import itertools
 import os
 import threading
 from importlib import metadata
-from pathlib import Path
 
 from sayso.engine.errors import GpuError
+from sayso.engine.files import cache_dir
+from sayso.engine.gpu import instance, webgpu
 
 BACKEND = "wgpu.backends.wgpu_native"
 NATIVE_VERSIONS = ("0.32.",)
@@ -67,21 +69,30 @@ def use_public_api() -> None:
         raise RuntimeError("wgpu-native's backend is loaded already: choose the API before")
     NATIVE = False
 
+
+def choose() -> None:
+    """Choose the WebGPU implementation (``engine.gpu.webgpu``, once a process); on Dawn take the public
+    API, as the C paths are wgpu-native's. Raises ``GpuError`` where the one asked for can't be had."""
+    if webgpu.choose().implementation == webgpu.DAWN:
+        use_public_api()
+
+
 _loaded = False
 _loading = threading.Lock()  # a second thread waits for the first's import: two at once fail
 
 
-def load_backend(cache: Path) -> None:
-    """Import wgpu's native backend, once: on the compiled C declarations kept in ``cache``, with the
-    instance created ahead, where ``NATIVE``; as wgpu-py imports itself otherwise."""
+def load_backend() -> None:
+    """Import the chosen implementation's backend, once: on the compiled C declarations kept in the
+    cache, with the instance created ahead, where ``NATIVE``; as wgpu-py imports itself otherwise."""
     global _loaded
+    choose()
     with _loading:
         if _loaded:
             return
         if NATIVE:
             from sayso.engine.gpu.wgpu_ffi import import_backend
 
-            import_backend(cache)
+            import_backend(cache_dir() / "wgpu")
         else:  # under Dawn (``engine.gpu.webgpu``) the name is Dawn's backend
             import importlib
 
@@ -265,7 +276,23 @@ def has_instance() -> bool:
     return _helpers._the_instance is not None
 
 
-def adopt_instance(handle) -> bool:
+def adopt_instance() -> None:
+    """Make the instance created ahead (``engine.gpu.instance``) wgpu-py's (waiting for it), before the
+    first adapter request; without one, have wgpu-py create its own, with the same backends and flags."""
+    if webgpu.is_dawn():  # Dawn's instance was made with its toggles when it was chosen
+        return
+    from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+    if NATIVE:  # where wgpu-py's internals aren't known, it makes its own
+        if has_instance():  # an earlier Device's: the process keeps one
+            return
+        made = instance.made_ahead()
+        if made is not None and _take_instance(made):
+            return
+    set_instance_extras(backends=["Primary"], flags=["Empty"])
+
+
+def _take_instance(handle) -> bool:
     """Make ``handle`` (a ``WGPUInstance`` made through wgpu-py's FFI) wgpu-py's instance, unless it is
     NULL; whether it was taken."""
     from wgpu.backends.wgpu_native import _helpers
