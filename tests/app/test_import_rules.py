@@ -5,11 +5,17 @@ function-level ones included.
 * ``app`` names no WGSL: no shader module, no kernel declaration; it reaches the GPU through the engine.
 * In ``app``: ``platform`` imports neither ``core`` nor ``ui``, ``core`` doesn't import ``ui``, and only
   ``ui`` itself and the entry points at ``app``'s top (``main``, ``cli``, ``doctor``) import ``ui``.
+* No two modules of ``engine`` or of ``app`` import each other, directly or round a circle: every module
+  stands on a floor of those it imports. An import counts for the module it names (``from a.b import c``
+  is ``a.b.c`` where that is a module, else ``a.b``), wherever it stands: in a function (it runs there
+  too, later) or under ``TYPE_CHECKING`` (the floors are read by type checkers as well). A package's
+  ``__init__`` is not counted for its submodules: Python runs it before them whatever imports what.
 """
 
 from __future__ import annotations
 
 import ast
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -34,6 +40,30 @@ def imported(path: Path) -> set[str]:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def module_name(path: Path) -> str:
+    """The import name of the source ``path`` (``engine/gpu/__init__.py`` is ``sayso.engine.gpu``)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(("sayso", *parts[: -1 if parts[-1] == "__init__" else None]))
+
+
+def imported_modules(path: Path, modules: set[str]) -> set[str]:
+    """The ``modules`` that ``path`` imports, each import counted for the module it names."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                         for a in node.names)
+    return (names & modules) - {module_name(path)}
+
+
+def import_graph(folder: Path) -> dict[str, set[str]]:
+    """Each module of ``folder`` with the modules of ``folder`` it imports."""
+    paths = {module_name(p): p for p in sources(folder)}
+    return {name: imported_modules(path, set(paths)) for name, path in paths.items()}
 
 
 def layer(path: Path) -> str:
@@ -67,3 +97,12 @@ def test_every_app_module_is_in_a_layer():
     top = sorted(p.stem for p in APP.glob("*.py") if p.stem != "__init__")
     assert top == ["cli", "doctor", "main"]
     assert {p.name for p in APP.iterdir() if p.is_dir() and p.name != "__pycache__"} == {"core", "platform", "ui"}
+
+
+@pytest.mark.parametrize("folder", [ENGINE, APP], ids=lambda p: p.name)
+def test_no_modules_import_each_other_round_a_circle(folder):
+    try:
+        TopologicalSorter(import_graph(folder)).prepare()
+    except CycleError as error:
+        circle = error.args[1]
+        pytest.fail(f"an import circle in {folder.name}: {' -> '.join(circle)}; move what both need a floor down")
