@@ -40,6 +40,7 @@ from huggingface_hub.utils import WeakFileLock, build_hf_headers
 from sayso.engine.convert.whisper import Progress
 from sayso.engine.download import MIN_FREE_BYTES, digest, resume
 from sayso.engine.errors import SaysoError
+from sayso.engine.gguf.sums import record_sums, sums_path
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,8 @@ def pull(name: str, progress: Progress | None = None, cancel: threading.Event | 
         path = Path(hf_hub_download(model.repo_id, model.filename, cache_dir=cache_dir(), endpoint=endpoint()))
     except (httpx2.TransportError, HfHubHTTPError, OSError) as error:
         raise _unreachable(error) from None
+    if not sums_path(path).is_file():
+        record_sums(path)  # the blob is the hub's: from here on a change on the disk is named at load
     report(1.0, f"Downloaded {name}")
     return path
 

@@ -23,7 +23,7 @@ from huggingface_hub import constants, hf_hub_download
 from e2e.fake_hub import CHUNK, COMMIT, fake_hub, gguf_bytes  # noqa: F401 - fixtures
 from sayso.engine import hub, models
 from sayso.engine.download import DownloadCancelled
-from sayso.engine.errors import SaysoError
+from sayso.engine.errors import ModelFileError, SaysoError
 from sayso.engine.gguf.reader import ModelFile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +54,17 @@ def test_pull_reports_progress_and_lands_in_the_hub_cache(fake_hub, gguf_bytes, 
     assert any("Downloading moonshine-tiny" in m for _, m in steps)
     assert fake_hub.gets() == [("GET", f"/blobs/{sha256(gguf_bytes)}", None)]
     assert not list(path.parents[2].glob("blobs/*.incomplete"))
+
+    weights = ModelFile(path).tensor("weights")
+    weights.read(0, weights.shape[0])  # the checksums recorded at the download hold
+    opened, blob = ModelFile(path), path.resolve()
+    middle = opened._data_offset + opened._tensors["weights"].offset + opened._tensors["weights"].nbytes // 2
+    data = bytearray(gguf_bytes)
+    data[middle] ^= 0x01  # a bit flipped on the disk since
+    blob.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="tensor 'weights' isn't what was written"):
+        ModelFile(path).tensor("weights").read(0, weights.shape[0])
+    blob.write_bytes(gguf_bytes)
 
     assert hub.pull("moonshine-tiny") == path  # already there: nothing fetched again
     assert len(fake_hub.gets()) == 1
