@@ -2,7 +2,9 @@
 
 ``app/`` -> ``sayso.app``, ``engine/`` -> ``sayso.engine`` (with their subpackages), ``shaders/`` ->
 ``sayso.shaders``, ``resources/`` -> ``sayso.resources``; ``sayso/`` holds the package's own
-``__init__`` and ``__main__``. Everything else (metadata, package data) is in pyproject.toml.
+``__init__`` and ``__main__``, and links to the four folders for a checkout that isn't installed,
+which the build doesn't follow: the mapping names the folders, so a wheel holds real files. Everything
+else (metadata, package data) is in pyproject.toml.
 """
 
 from setuptools import find_namespace_packages, setup
