@@ -37,6 +37,10 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 
 # The WebGPU implementation (SAYSO_WEBGPU) is chosen before any test module imports wgpu, which fixes it.
 import sayso.engine.gpu  # noqa: E402, F401
+from sayso.engine.gpu import webgpu  # noqa: E402
+
+wgpu_native_only = pytest.mark.skipif(webgpu.is_dawn(), reason="wgpu-native's own paths, which a session on Dawn "
+                                      "doesn't load: CI's wgpu-native run takes them")
 
 
 def pytest_configure(config):

@@ -9,17 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import wgpu_native_only
 from sayso.engine.errors import GpuError
-from sayso.engine.gpu import webgpu
 from sayso.engine.gpu.entry_points import ADD, MARK
 from sayso.engine.gpu.recorder import grid
 from sayso.engine.gpu.tensors import size_class
 from sayso.engine.ops import WeightSource
 
 pytestmark = pytest.mark.gpu
-
-wgpu_native_only = pytest.mark.skipif(webgpu.is_dawn(), reason="wgpu-native's own paths (engine.gpu.native, instance, "
-                                      "wgpu_ffi), which a session on Dawn doesn't load: CI's wgpu-native run takes them")
 
 
 def test_describe_names_backend_adapter_type_and_features(gpu_ops):
