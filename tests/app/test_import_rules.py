@@ -10,11 +10,17 @@ function-level ones included.
   is ``a.b.c`` where that is a module, else ``a.b``), wherever it stands: in a function (it runs there
   too, later) or under ``TYPE_CHECKING`` (the floors are read by type checkers as well). A package's
   ``__init__`` is not counted for its submodules: Python runs it before them whatever imports what.
+* A checkout is read as it stands: ``python -m sayso`` runs in it with nothing installed, and a static
+  analyser (basedpyright, configured in pyproject.toml) resolves every import of a ``sayso`` module and
+  every name imported from one.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -106,3 +112,41 @@ def test_no_modules_import_each_other_round_a_circle(folder):
     except CycleError as error:
         circle = error.args[1]
         pytest.fail(f"an import circle in {folder.name}: {' -> '.join(circle)}; move what both need a floor down")
+
+
+def test_a_checkout_runs_with_nothing_installed():
+    """``sayso`` here is the checkout's folder, found first as the current one, and its subpackages its
+    links; an installed copy's finder (an editable install's) is taken out of the way first."""
+    script = ("import runpy, sys\n"
+              "sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith('__editable__')]\n"
+              "sys.argv = ['sayso', '--version']\n"
+              "runpy.run_module('sayso', run_name='__main__', alter_sys=True)\n")
+    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0 and child.stdout.startswith("sayso "), child.stderr[-2000:]
+    check = "import sayso.app.cli as cli; print(cli.__file__)"
+    where = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (ROOT / "sayso" / "app" / "cli.py").samefile(where.stdout.strip()), where.stderr[-2000:]
+
+
+def unresolved_internal_import(diagnostic: dict) -> bool:
+    """Whether an analyser's ``diagnostic`` is about an import of a ``sayso`` module: the module not
+    found, or a name it lacks (the statement that holds the diagnostic's line is looked up)."""
+    message = diagnostic["message"]
+    if diagnostic.get("rule") == "reportMissingImports":
+        return message.startswith(('Import "sayso"', 'Import "sayso.'))
+    if not message.endswith("is unknown import symbol"):
+        return False
+    path, line = Path(diagnostic["file"]), diagnostic["range"]["start"]["line"] + 1
+    return any(isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sayso")
+               and node.lineno <= line <= node.end_lineno for node in ast.walk(ast.parse(path.read_text())))
+
+
+def test_a_static_analyser_resolves_every_internal_import():
+    analyser = Path(sys.executable).with_name("basedpyright")
+    command = [str(analyser), "--project", str(ROOT), "--outputjson", "--pythonpath", sys.executable]
+    child = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    report = json.loads(child.stdout)
+    assert report["summary"]["filesAnalyzed"] > 100, child.stderr[-2000:]
+    unresolved = [f"{Path(d['file']).relative_to(ROOT)}:{d['range']['start']['line'] + 1}: {d['message']}"
+                  for d in report["generalDiagnostics"] if unresolved_internal_import(d)]
+    assert not unresolved, "\n".join(unresolved)
