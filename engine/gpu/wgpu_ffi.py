@@ -1,10 +1,10 @@
 """wgpu-py's C declarations compiled once into a cffi module that loads in milliseconds.
 
-wgpu-py declares wgpu-native's API to cffi when it is imported (``ffi.cdef`` over its 2,150-line
-header): cffi runs pycparser over all of it on every start, 0.18 s here and 0.36 s on the H200's
-host. Then every new type string wgpu-py names (``ffi.new("WGPUBufferDescriptor *")``) is parsed
-again together with a typedef line for each of the header's 432 types, ~12 ms a string and ~32
-strings before the first transcription. cffi's out-of-line ABI mode does the parsing once, ahead:
+wgpu-py declares wgpu-native's API to cffi when it is imported (``ffi.cdef`` over its whole header):
+cffi runs pycparser over all of it on every start. Then every new type string wgpu-py names
+(``ffi.new("WGPUBufferDescriptor *")``) is parsed again together with a typedef line for each of the
+header's types (docs/PERFORMANCE.md: wgpu's C declarations compiled once). cffi's out-of-line ABI
+mode does the parsing once, ahead:
 ``emit_python_code`` writes the declarations as compact type tables that ``_cffi_backend.FFI``
 reads without any parser, and it resolves type strings in C.
 
