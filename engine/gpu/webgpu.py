@@ -58,6 +58,7 @@ class Choice:
 
 
 _choice: Choice | None = None
+_refusal: GpuError | None = None  # the first refusal, kept: Dawn says why it refuses an adapter only once
 _choosing = threading.Lock()
 _toggles_set = False
 
@@ -66,10 +67,16 @@ def choose() -> Choice:
     """The implementation of this process, chosen at the first call (before ``wgpu`` is imported):
     with Dawn, ``wgpu`` is wgpudawn from then on. Raises ``GpuError`` for a ``SAYSO_WEBGPU`` that names
     none, or names Dawn where it can't run."""
-    global _choice
+    global _choice, _refusal
     with _choosing:
+        if _refusal is not None:
+            raise _refusal
         if _choice is None:
-            _choice = _decide()
+            try:
+                _choice = _decide()
+            except GpuError as error:
+                _refusal = error
+                raise
             if _choice.implementation == DAWN:
                 _install_dawn()
             log.info("%s", _choice.describe())
@@ -115,8 +122,8 @@ def _decide() -> Choice:
 
 def _refuse(wanted: str | None, reason: str) -> Choice:
     if wanted == DAWN:
-        raise GpuError(f"{ENV}=dawn, but {reason}. Install Sayso's 'dawn' extra (pip install wgpudawn) "
-                       f"or unset {ENV}.")
+        raise GpuError(f"{ENV}=dawn, but {reason.rstrip('.')}. Unset {ENV}: wgpu-native runs where Dawn can't"
+                       f"{' (or reinstall Sayso, which brings wgpudawn)' if 'installed' in reason else ''}.")
     return Choice(WGPU_NATIVE, reason)
 
 
