@@ -407,7 +407,8 @@ def test_writer_replaces_the_file_atomically(tmp_path):
     path.write_bytes(b"old")
     write_gguf(path, "test", SMALL_METADATA[:1], small_tensors()[:1])
     assert ModelFile(path).names == ["norm.weight"]
-    assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]  # no temp file left behind
+    # no temp file left behind: the model and its checksums (engine.gguf.sums)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf", "model.gguf.crc32"]
 
 
 def test_writer_refuses_bad_input_and_leaves_nothing(tmp_path):
