@@ -53,15 +53,23 @@ def _setup_logging() -> None:
 
 
 def _log_to_file(data_dir: Path) -> None:
-    """The running app's log, also kept on disk (rotated) for a bug report; it never holds dictated text."""
+    """The running app's log, also kept on disk (rotated) for a bug report; it never holds dictated text,
+    and like everything else of the user's in the data folder it is theirs alone (0600), whatever the
+    process's umask, which files the user exports keep."""
     from logging.handlers import RotatingFileHandler
 
     from sayso.app.platform.locations import LOG_BYTES, LOG_FILES, log_file
 
+    class PrivateLog(RotatingFileHandler):
+        def _open(self):  # each file it starts, the first and those after a rotation
+            fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.fchmod(fd, 0o600)  # also a log an earlier version left readable by others
+            return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
     path = log_file(data_dir)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_FILES, encoding="utf-8")
+        handler = PrivateLog(path, maxBytes=LOG_BYTES, backupCount=LOG_FILES, encoding="utf-8")
     except OSError as error:
         log.warning("log: can't write %s (%s); logging to the terminal only", path, error.strerror)
         return
