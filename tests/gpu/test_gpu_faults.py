@@ -122,9 +122,10 @@ def gpu_engine():
 
 
 def test_device_lost_between_two_pieces(gpu_engine, jfk):
-    """30 s of silence, then speech: the device is destroyed when the first piece is done (the progress
-    callback), and the second piece, the speech, fails with a GpuError that says the device was lost."""
-    audio = np.concatenate([np.zeros(30 * 16000, np.float32), jfk])
+    """Speech, 30 s of silence, speech: the device is destroyed when the first window is done (the progress
+    callback), and the second window, the second speech, fails with a GpuError that says the device was
+    lost."""
+    audio = np.concatenate([jfk, np.zeros(30 * 16000, np.float32), jfk])
     seen = []
 
     def lose_device(fraction: float) -> None:
