@@ -108,6 +108,16 @@ def tiny_en_gguf() -> Path:
 TINY_EN_GGUF = tiny_en_gguf()
 
 
+@pytest.fixture(scope="module")
+def engine():
+    """Whisper tiny.en on the numpy backend, one for each test module that asks (a module may make its own)."""
+    from sayso.engine.engine import Engine
+
+    engine = Engine(TINY_EN_GGUF, device="cpu")
+    yield engine
+    engine.close()
+
+
 def software_gpu() -> bool:
     """Whether the GPU tests run on a software adapter (lavapipe in CI): tests that transcribe many clips
     take a few short ones there and the whole set on a real GPU. Asked at collection, before any device

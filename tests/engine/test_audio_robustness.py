@@ -27,7 +27,6 @@ import soxr
 from conftest import AUDIO, TINY_EN_GGUF, needs_clips
 from sayso.engine import reference
 from sayso.engine.audio import load_audio
-from sayso.engine.engine import Engine
 from sayso.engine.errors import AudioError
 from sayso.engine.wer import count_errors
 
@@ -37,13 +36,6 @@ JFK = "And so my fellow Americans, ask not what your country can do for you, ask
 def wer(reference: str, text: str) -> float:
     errors = count_errors(reference, text)
     return errors.errors / errors.words
-
-
-@pytest.fixture(scope="module")
-def engine():
-    engine = Engine(TINY_EN_GGUF, device="cpu")
-    yield engine
-    engine.close()
 
 
 @pytest.fixture(scope="module")

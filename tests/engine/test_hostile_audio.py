@@ -18,19 +18,11 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words
+from conftest import AUDIO, JFK_WORDS, words
 from sayso.engine.audio import Warnings, load_audio, stream_audio
-from sayso.engine.engine import Engine
 from sayso.engine.errors import AudioError
 
 JFK = AUDIO / "jfk.wav"
-
-
-@pytest.fixture(scope="module")
-def engine():
-    engine = Engine(TINY_EN_GGUF, device="cpu")
-    yield engine
-    engine.close()
 
 
 @pytest.fixture(scope="module")
