@@ -47,14 +47,17 @@ def evaluator(tmp_path_factory):
 @pytest.mark.parametrize(("model", "audio_set"), CASES)
 def test_ours_equals_transcribe_cpp_or_differs_at_a_near_tie(model, audio_set, evaluator):
     """Every clip (or its telephone-band version); then the word error rates outside near-ties, where
-    a difference in errors is the engines' own: ours no worse than transcribe.cpp's."""
+    a difference in errors is the engines' own: ours no worse than transcribe.cpp's. Only the first
+    window is the same input to both: each later one starts where that engine's own text ended, so a
+    difference there is judged by the word errors alone."""
     results = [evaluator(model, audio_set).evaluate(AUDIO, clip) for clip in CLIPS]
     print("\n" + "\n".join(line for result in results for line in clip_lines(result)))
     print("\n".join([f"{model}, {audio_set}:", *summary_lines(results)]))
     for result in results:
         if not result.equal:
             assert result.divergence is not None, f"{result.file}: the texts differ, but in no token our decoder sampled"
-            assert result.divergence.near_tie, f"{result.file}: not a near-tie, a real difference"
+            if result.divergence.window == 0:
+                assert result.divergence.near_tie, f"{result.file}: not a near-tie, a real difference"
     totals = summary(results)
     assert totals["decided_errors_ours"] <= totals["decided_errors_theirs"]
 
