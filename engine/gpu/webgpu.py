@@ -83,11 +83,6 @@ def choose() -> Choice:
         return _choice
 
 
-def chosen() -> Choice | None:
-    """The choice made, or None before ``choose``."""
-    return _choice
-
-
 def is_dawn() -> bool:
     return _choice is not None and _choice.implementation == DAWN
 
@@ -196,13 +191,6 @@ def _install_dawn() -> None:
 
     if "wgpu" not in sys.modules:  # ``_decide`` refused an imported wgpu-py; a Dawn ``wgpu`` stays
         wgpudawn.install_as_wgpu()
-
-
-def subgroup_matrix_configs(adapter) -> list[dict]:
-    """The adapter's subgroup-matrix configurations (Dawn only; [] on wgpu-native)."""
-    if not is_dawn():
-        return []
-    return list(_dawn_extras().get_adapter_properties(adapter).get("subgroup_matrix_configs", []))
 
 
 ENABLE = re.compile(r"^[ \t]*enable[ \t]+([\w, \t]+);[ \t]*$", re.MULTILINE)
