@@ -408,10 +408,19 @@ def _decoded(path: str, container, stream, warn: Warnings):
         warn(f"{path}: {damaged} damaged stretch(es) can't be decoded ({problem}) and are left out.")
 
 
+def _frame_samples(frame, channels: int) -> np.ndarray:
+    """The frame's samples as PyAV lays them out ([planes, values]). PyAV has no array for 64-bit integer samples
+    (a WAV may hold them), so those are read from the planes' bytes."""
+    if frame.format.name not in ("s64", "s64p"):
+        return frame.to_ndarray()
+    per_plane = frame.samples * (1 if frame.format.is_planar else channels)
+    return np.stack([np.frombuffer(plane, dtype="<i8", count=per_plane) for plane in frame.planes])
+
+
 def _frame_to_mono(frame, source: str, warn: Warnings) -> np.ndarray:
     """One decoded frame (any sample format, planar or packed) as mono float32 [samples]."""
-    samples = frame.to_ndarray()
     channels = len(frame.layout.channels)
+    samples = _frame_samples(frame, channels)
     if not frame.format.is_planar:  # packed: one row of interleaved samples
         samples = samples.reshape(-1, channels).T
     if samples.dtype == np.uint8:

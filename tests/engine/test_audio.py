@@ -1,6 +1,8 @@
 """Reading audio and video files to 16 kHz mono, on real speech; the m4a and mp4 files are encoded here
 from jfk.wav with PyAV's FFmpeg (there are none in the shared data)."""
 
+import struct
+
 import av
 import numpy as np
 import pytest
@@ -207,3 +209,16 @@ def test_ffmpeg_sample_formats_match_libsndfile(tmp_path, jfk, subtype):
     path = tmp_path / "stereo.wav"
     soundfile.write(path, np.stack([jfk, -0.25 * jfk], axis=1), 44100, subtype=subtype)
     assert np.array_equal(np.concatenate(list(stream_audio(path))), load_audio(path))
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_64_bit_integer_wav(tmp_path, jfk, channels):
+    """A WAV may hold 64-bit integer samples, which PyAV decodes but has no array for; they scale like any other."""
+    wanted = np.stack([jfk, -0.25 * jfk][:channels], axis=1)
+    data = np.round(wanted * 2.0**62).astype("<i8").tobytes()  # half of full scale: exact in float32 after scaling
+    fmt = struct.pack("<HHIIHH", 1, channels, 16000, 16000 * 8 * channels, 8 * channels, 64)
+    path = tmp_path / "s64.wav"
+    path.write_bytes(b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt
+                     + b"data" + struct.pack("<I", len(data)) + data)
+    streamed = np.concatenate(list(stream_audio(path)))
+    np.testing.assert_allclose(streamed, 0.5 * wanted.mean(axis=1), atol=1e-6)
