@@ -1,7 +1,8 @@
 """The fast kernel tier: which fast versions of entry points (``entry_points.FAST_VERSIONS``) this
 device runs, decided once, before anything is recorded (a backend's recorder is made).
 
-A fast version replaces its portable entry point only where ``SAYSO_FAST`` is not ``0``, the device
+A fast version replaces its portable entry point only where ``SAYSO_FAST`` doesn't turn it off (``0``: every
+one; ``-gemm_matrix,-...``: those entry points, to measure a model with and without them), the device
 has every feature it needs, and a probe dispatch of each of its pipelines (one per workgroup size it
 runs with: the layout depends on the size, not on the other constants, whose defaults are probed)
 succeeds and reports the subgroup layout the kernel is written for: every invocation in a subgroup
@@ -53,11 +54,16 @@ class FastTier:
         if self.probed:
             return
         self.probed = True
-        if os.environ.get(FAST_ENV, "").strip() == "0":
+        setting = os.environ.get(FAST_ENV, "").strip()
+        if setting == "0":
             self.verdicts = {fast.name: f"off ({FAST_ENV}=0)" for fast in FAST_VERSIONS.values()}
             return
+        left_off = {name.strip().removeprefix("-") for name in setting.split(",") if name.strip().startswith("-")}
         try:
             for portable, fast in FAST_VERSIONS.items():
+                if fast.entry in left_off:
+                    self.verdicts[fast.name] = f"off ({FAST_ENV}={setting})"
+                    continue
                 missing = [f for f in fast.needs if f not in self.ops.device.features]
                 if missing:
                     self.verdicts[fast.name] = f"off (the device has no {', '.join(missing)})"

@@ -102,6 +102,21 @@ def test_sayso_fast_0_forces_the_portable_tier(portable_ops):
     assert "off (SAYSO_FAST=0)" in portable_ops.describe()
 
 
+def test_sayso_fast_leaves_named_kernels_off(gpu_ops, monkeypatch):
+    """``SAYSO_FAST=-entry``: that fast version off, the others probed as usual (a model measured with and
+    without one kernel)."""
+    from sayso.engine.gpu import GpuOps
+
+    gpu_ops.fast.probe()
+    on = [name for name, verdict in gpu_ops.fast.verdicts.items() if verdict == "on"]
+    left_off = on[0].split(":")[1]
+    monkeypatch.setenv(FAST_ENV, f"-{left_off}")
+    ops = GpuOps()
+    ops.fast.probe()
+    assert ops.fast.verdicts[on[0]] == f"off ({FAST_ENV}=-{left_off})"
+    assert [name for name, verdict in ops.fast.verdicts.items() if verdict == "on"] == on[1:]
+
+
 @pytest.mark.parametrize("cols", [1, 7, 64, 384, 1500])
 def test_fast_row_kernels_give_the_portable_results(gpu_ops, portable_ops, cols):
     """Same inputs through both tiers, every workgroup size the row kernels use (by ``cols``)."""
