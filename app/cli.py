@@ -25,8 +25,8 @@ INTERRUPTED = 130
 MAX_RUNS = 1000
 """``sayso bench --runs``: far more warm runs than a median needs; a typo of one digit too many is refused."""
 MAX_BATCH = 64
-"""``--batch``: windows per encoder pass, far above what was measured to help (docs/PERFORMANCE.md); the
-engine lowers it further to what memory allows (``Engine.encoder_batch``)."""
+"""``--batch``: windows per encoder pass, far above what was measured to help (docs/PERFORMANCE.md: encoder
+batches); the engine lowers it further to what memory allows (``Engine.encoder_batch``)."""
 MAX_WORKERS = 1000
 """``--ray-workers``: engines a cluster is asked for."""
 MAX_CHUNK_S = 30.0

@@ -1,9 +1,10 @@
 """Picks the compute backend: the GPU through wgpu, or numpy on the CPU, and holds the one rule for
 leaving the GPU (``Fallback``).
 
-``auto`` takes the GPU when there is a real one. A software adapter (lavapipe, llvmpipe) is correct
-but runs a GEMM 100 times slower than numpy on the same cores, so ``auto`` prefers numpy there and
-says so in the log; ``--device gpu`` still forces it (that is how the kernel tests run in CI).
+``auto`` takes the GPU when there is a real one. A software adapter (lavapipe, llvmpipe) is correct but
+runs a GEMM far slower than numpy on the same cores (docs/PERFORMANCE.md: software adapters), so
+``auto`` prefers numpy there and says so in the log; ``--device gpu`` still forces it (that is how the
+kernel tests run in CI).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ DeviceChoice = Literal["auto", "gpu", "cpu"]
 def import_gpu_backend(device: DeviceChoice, part: Literal["device", "ops"]) -> None:
     """Import part of the GPU backend now, unless ``device`` is the CPU: ``"device"`` (wgpu and
     ``Device``), or ``"ops"`` (the kernels' modules). ``Engine`` imports the first on its own thread
-    before ``make_ops`` opens the device on another, and the second while the driver starts the
-    device: imports are Python work that shares the GIL with the model file's header, and each
-    done where nothing else waits for the GIL let the device start ~30 ms sooner and take ~20 ms
-    less after. A failed import is left for ``make_ops``, which meets it again and handles it."""
+    before ``make_ops`` opens the device on another, and the second while the driver starts the device:
+    imports are Python work that shares the GIL with the model file's header, so each is done where nothing
+    else waits for the GIL, which lets the device start sooner and take less after (docs/PERFORMANCE.md:
+    load steps). A failed import is left for ``make_ops``, which meets it again and handles it."""
     if device == "cpu":
         return
     try:

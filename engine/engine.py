@@ -43,14 +43,14 @@ Progress = Callable[[float], None]
 HOST_BLAS_THREADS = 4
 """numpy's BLAS threads while a GPU engine works on the CPU (Silero's network, the log-mel). Their
 products are small, and OpenBLAS's threads, one per core, spin between them and hold the cores
-that the frontends' own blocks need; 4 was the fastest count measured, 1 or 2 were slower
-(docs/PERFORMANCE.md). The numpy backend sets its own (``engine.cpu.ops``)."""
+that the frontends' own blocks need; 4 was the fastest count measured
+(docs/PERFORMANCE.md: host BLAS threads). The numpy backend sets its own (``engine.cpu.ops``)."""
 
 
 ENCODER_BATCH_BYTES = 2 * 2**30
 """Memory the windows of one batched encoder pass may take (``Engine.transcribe_many``): the batch is
 the one asked for, or as many windows as fit in this by the family's ``window_bytes``. Fits beside
-any model on a GPU that holds whisper-large-v3's weights (docs/PERFORMANCE.md)."""
+any model on a GPU that holds whisper-large-v3's weights (docs/PERFORMANCE.md: encoder batches)."""
 
 
 class Cancelled(SaysoError):
@@ -399,9 +399,9 @@ class Engine:
 
     def encoder_batch(self, asked: int | None = None) -> int:
         """Windows per encoder pass: ``asked`` (1 when None: on the GPUs and CPUs measured, more rows per
-        product transcribed no more audio per hour, docs/PERFORMANCE.md), fewer where their memory (the
-        family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES`` or its largest tensor the backend's
-        ``max_tensor_bytes``; 1 for a family that encodes one window at a time."""
+        product transcribed no more audio per hour, docs/PERFORMANCE.md: encoder batches), fewer where their
+        memory (the family's ``window_bytes``) would pass ``ENCODER_BATCH_BYTES`` or its largest tensor the
+        backend's ``max_tensor_bytes``; 1 for a family that encodes one window at a time."""
         if "encoded" not in self.transcriber.stream_hooks:
             return 1
         transcriber = self.transcriber

@@ -91,6 +91,7 @@ def write_text_atomically(path: Path, text: str, mode: int | None = None) -> Non
 
 def checksum(data: bytes) -> str:
     """16 hex digits that change when ``data`` does, to name a cache file after what it was made
-    from. zlib's CRC-32 and Adler-32 rather than hashlib's SHA-256: hashlib loads OpenSSL (3 MB and
-    3 ms of every start) and these names need no defence against forgery."""
+    from. zlib's CRC-32 and Adler-32 rather than hashlib's SHA-256: hashlib loads OpenSSL (memory and
+    time on every start; docs/PERFORMANCE.md: cache names without hashlib) and these names need no
+    defence against forgery."""
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"

@@ -4,9 +4,9 @@ glibc gives a block larger than its mmap threshold (128 KB to start with) a mapp
 unmaps it when it is freed, and gives the top of its heap back to the system past its trim threshold
 (also 128 KB). Arrays of a few MB that every call makes and frees, as the voice activity detector's
 batched encoder does, are then fresh memory on every call: thousands of page faults a call, a
-measurable part of a short transcription (docs/PERFORMANCE.md). glibc raises both thresholds by
-itself once a mapped block is freed, to that block's size; a model's load used to free an 8 MB
-scratch array and so did it by accident. They are set here on purpose, to sizes that hold a
+measurable part of a short transcription (docs/PERFORMANCE.md: glibc heap thresholds). glibc raises
+both thresholds by itself once a mapped block is freed, to that block's size, so whether it does
+would depend on what a load happens to free. They are set here on purpose, to sizes that hold a
 30-second piece's arrays.
 """
 

@@ -13,7 +13,7 @@ faster than onnxruntime running Silero's own graph once per window. That graph s
 the tests compare with (tests/engine/test_vad.py). The cell's loop is numpy's, not an ONNX Runtime LSTM
 node: the node steps faster, but importing ONNX Runtime for it alone raised a GPU process's peak
 memory and its start. The cell as one GPU workgroup was no faster than this loop: not kept.
-(The figures: docs/PERFORMANCE.md.)
+(docs/PERFORMANCE.md: Silero VAD in numpy.)
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ class SileroModel:
         """Speech probabilities [n] of ``windows`` [n, CONTEXT + WINDOW], in order, from the LSTM
         ``state`` [2, 1, 128]; returns them and the state after the last window.
 
-        ``BLOCK`` windows at a time: a 30 s piece's windows encoded in one batch made their intermediates
-        the largest allocation a GPU transcription makes on the host, and so its peak memory."""
+        ``BLOCK`` windows at a time: a 30 s piece's windows encoded in one batch would make their
+        intermediates the largest allocation a GPU transcription makes on the host, and so its peak
+        memory (docs/PERFORMANCE.md: Silero VAD in numpy)."""
         if not len(windows):
             return np.zeros(0, np.float32), state
         h, c = np.asarray(state, np.float32).reshape(2, 128)

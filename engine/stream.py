@@ -18,7 +18,8 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
 * A take with no closing pause is one piece, and ``finish`` gives exactly what ``transcribe`` gives on
   the same audio. A take of several pieces may differ from it: the offline pass cuts only at the
   window, and a model's words near a cut may change with what it hears around them (docs/ARCHITECTURE.md).
-* ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio: about 1% of real time.
+* ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio, a small fraction of real time
+  (docs/PERFORMANCE.md: a stream's feed).
 * Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
   exactly as ``transcribe`` would if the recording ended now, and is kept under its key (the span of
   samples and the language it started with). The family's frontend keeps its frames between passes

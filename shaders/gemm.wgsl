@@ -330,7 +330,7 @@ fn gemm_splits_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 //   a row is XORed with 4 in the k ranges that collide (A: k % 8 >= 4, W: k >= 16), and the products
 //   undo it with per-thread constants (ty ^ 4, tx ^ 4).
 // * The 32 products of a K step are 32 calls of `mma` with literal offsets, not a loop: naga's loop
-//   form keeps drivers from unrolling it (docs/PERFORMANCE.md has the difference measured).
+//   form keeps drivers from unrolling it (docs/PERFORMANCE.md: K steps written out).
 // Each output still sums over k in the same order as `gemm`, so both give the same bits.
 const LARGE_TILE = 128u;
 const LARGE_VEC_PER_K = 32u;  // LARGE_TILE / 4

@@ -3,7 +3,8 @@
 xdotool types a character missing from the keyboard map by remapping a spare keycode just before its
 keystroke and undoing that right after. A target app reads the new map only when it gets to the
 MappingNotify, and if it is busy by then the map has already changed back: the character is lost
-("déjà" arrives as "dj"; 13 of 15 deliveries into a Qt app on a loaded 2-core machine). So before
+("déjà" arrives as "dj", most of the time on a loaded machine; docs/PERFORMANCE.md: typed characters
+missing from the keyboard map). So before
 xdotool starts, each such character gets a spare keycode of its own, in one batch, and keeps it until
 no typed delivery has run for a while: xdotool then finds every character in the map and never
 remaps, and the target reads one map that stays put while the keystrokes arrive.

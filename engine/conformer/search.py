@@ -122,7 +122,7 @@ def load_backend_transducer(model_file: ModelFile, ops: Ops, n_layers: int, acti
     input gates of every token (embedding · Wxᵀ + bias, [V, 4H]) are computed here once, a table smaller
     than Wx: a step's cell update then adds its token's row (``Ops.lstm_cell``'s ``input_gates``)
     instead of embedding the token and multiplying, two dispatches fewer in a search whose steps are
-    bound by their dispatches (docs/PERFORMANCE.md). A large
+    bound by their dispatches (docs/PERFORMANCE.md: transducer step dispatches). A large
     vocabulary (Parakeet's 8193) would make the table many times Wx's size and the load slower."""
     vocabulary, width = model_file.shape("pred.embed.weight")
     embed = input_gates = None

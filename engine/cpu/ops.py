@@ -37,7 +37,8 @@ _ERFC_COEFFS = (
     0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
     -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223,
 )
-# Elementwise work is done in slices that stay in cache: ~4x faster than whole arrays.
+# Elementwise work is done in slices that stay in cache: several times faster than whole arrays
+# (docs/PERFORMANCE.md: numpy backend in blocks).
 _CHUNK = 16384
 _CORES = os.cpu_count() or 1
 # Below this many output values a block's work is shorter than handing it to a thread.
@@ -85,7 +86,7 @@ def dequantize(source: WeightSource) -> np.ndarray:
         def rows(part: slice) -> None:  # int8 * f16 scale straight into the output: no temporaries
             q8_0_values(blocks[part], out=out[part])
 
-        in_blocks(n, n * k, rows)  # a model's weights: 10x faster than whole-array passes on one core
+        in_blocks(n, n * k, rows)  # a model's weights: far faster than whole-array passes on one core
         return out.reshape(n, k)
     raise ValueError(f"{source.name}: unsupported weight type {source.ggml_type}")
 
@@ -121,7 +122,7 @@ def gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         xc = flat[start : start + _CHUNK]
         z = np.abs(xc) * np.float32(np.sqrt(0.5))
         # erfc(9) = 4e-37: past it, x * Φ(x) would be subnormal, and one subnormal operand makes the
-        # next GEMM's BLAS ten times slower (Whisper's last FFN layer: 90 ms instead of 7). The values
+        # next GEMM's BLAS many times slower (docs/PERFORMANCE.md: GELU without subnormals). The values
         # kept instead are within 1e-35 of the true ones.
         np.minimum(z, np.float32(9.0), out=z)
         phi = erfc_nonnegative(z)
@@ -211,7 +212,8 @@ class KvCache:
     Values are rounded to float16 on the way in, as the GPU's f16 cache stores them, but kept in
     float32 arrays so that each step's attention reads them without converting 1500 rows again.
     Head-major, so that a decoder step attends with every head in one batched product over
-    contiguous rows (a third faster than slicing each head's columns out of [capacity, H*dh]).
+    contiguous rows, faster than slicing each head's columns out of [capacity, H*dh]
+    (docs/PERFORMANCE.md: numpy backend in blocks).
     """
 
     def __init__(self, n_heads: int, head_dim: int, capacity: int):
@@ -276,11 +278,11 @@ class NumpyOps(Backend):
     """``Ops`` and ``WhisperOps`` on numpy arrays; weights are float32 [N, K] arrays dequantized once by ``weight``.
 
     ``fast`` (the engine's choice) hands three things numpy does slowly to ONNX Runtime kernels: Q8_0
-    weights stay in 8 bits for decoder steps (``engine.cpu.q8_matmul``; their activations are then
-    quantized too), an encoder's products are its ``Gemm`` (``_frames_product``: twice OpenBLAS's
-    speed), and an encoder's attention is its ``MultiHeadAttention`` (18 ms a layer of Whisper tiny
-    instead of 37). The kernel tests' oracle turns it off, so that every method stays
-    the plain numpy written from the contract, with the exact float32 products the GPU computes.
+    weights stay in 8 bits for decoder steps (``engine.cpu.q8_matmul``; their activations are then quantized
+    too), an encoder's products are its ``Gemm`` (``_frames_product``), and an encoder's attention is its
+    ``MultiHeadAttention``, each faster than numpy's (docs/PERFORMANCE.md: ONNX Runtime kernels on the CPU).
+    The kernel tests' oracle turns it off, so that every method stays the plain numpy written from the
+    contract, with the exact float32 products the GPU computes.
     """
 
     name = "cpu"
@@ -346,10 +348,9 @@ class NumpyOps(Backend):
 
     def _frames_product(self, a: np.ndarray, w: np.ndarray) -> np.ndarray:
         """a [M, K] @ w.T for w [N, K] float32 and many rows (an encoder's frames), by ONNX Runtime's
-        ``Gemm`` (its MLAS kernels) on every core: on this project's 2-core machine 3.7 ms for
-        1500 x 384 x 1536 where numpy's OpenBLAS took 7.4, and Whisper tiny's warm jfk.wav 297-313
-        ms instead of 359-364. One session for every weight: the weight is an input, packed as
-        each product starts (K x N against the product's M x K x N)."""
+        ``Gemm`` (its MLAS kernels) on every core, faster than numpy's OpenBLAS at an encoder's shapes
+        (docs/PERFORMANCE.md: ONNX Runtime kernels on the CPU). One session for every weight: the weight is
+        an input, packed as each product starts (K x N against the product's M x K x N)."""
         if not len(a):
             return np.empty((0, w.shape[0]), np.float32)
         if self._gemm_session is None:
@@ -357,8 +358,8 @@ class NumpyOps(Backend):
                 "Gemm", ["a", "w"], {"a": ("m", "k"), "w": ("n", "k")}, weights={},
                 outputs={"out": ("m", "n")}, attributes={"transB": 1},
             ), threads=_CORES)
-        # Into an array of ours: ONNX Runtime's own outputs come from its arena, which over a long
-        # session grew in steps of 4.5 MB (tests/e2e/test_long_use.py) where numpy's arrays stay flat.
+        # Into an array of ours: ONNX Runtime's own outputs come from its arena, which grows in steps over
+        # a long session (tests/e2e/test_long_use.py) where numpy's arrays stay flat.
         out = np.empty((len(a), w.shape[0]), np.float32)
         binding = self._gemm_session.io_binding()
         binding.bind_cpu_input("a", np.ascontiguousarray(a, np.float32))

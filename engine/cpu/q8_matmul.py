@@ -1,17 +1,16 @@
 """Q8_0 weights kept in 8 bits on the CPU, multiplied by ONNX Runtime's int8 kernel in decoder steps.
 
-A decoder step reads every weight once for one row of activations, so its time is the time to read
-the weights: Whisper tiny's decoder reads 110 MB of float32 per step, 28 MB as the file's Q8_0
-blocks. ONNX Runtime's ``MatMulNBits`` (8 bits, blocks of 32, ``accuracy_level`` 4) multiplies
-straight from those blocks on int8 units, quantizing the activations to 8 bits per block of 32 as
-transcribe.cpp's CPU build does (the vocabulary projection: 1.4 ms instead of 3.9 ms for numpy's
-float32 GEMV). numpy has no int8 matrix product, hence the library; it is already a dependency (the
-Moonshine converter reads ORT files).
+A decoder step reads every weight once for one row of activations, so its time is the time to read the
+weights, and the file's Q8_0 blocks are about a quarter of their float32 values' bytes. ONNX Runtime's
+``MatMulNBits`` (8 bits, blocks of 32, ``accuracy_level`` 4) multiplies straight from those blocks on int8
+units, quantizing the activations to 8 bits per block of 32 as transcribe.cpp's CPU build does, faster than
+numpy's float32 GEMV (docs/PERFORMANCE.md: Q8_0 decoder steps on the CPU). numpy has no int8 matrix product,
+hence the library; it is already a dependency (the Moonshine converter reads ORT files).
 
-An encoder multiplies the same kind of weight by 1500 rows, where a float32 product is faster than the
-int8 kernel (OpenBLAS 8.6 against 9.6 ms for 1500 x 384 x 1536; ONNX Runtime's float32 ``Gemm``,
-which ``NumpyOps`` uses for them, 3.7): the first product with more than ``STEP_ROWS`` rows keeps a
-float32 copy (``dense``) for them. Decoder weights never get one.
+An encoder multiplies the same kind of weight by 1500 rows, where a float32 product is faster than the int8
+kernel (OpenBLAS's, and more so ONNX Runtime's float32 ``Gemm``, which ``NumpyOps`` uses for them;
+docs/PERFORMANCE.md: Q8_0 decoder steps on the CPU): the first product with more than ``STEP_ROWS`` rows
+keeps a float32 copy (``dense``) for them. Decoder weights never get one.
 
 The session is one ``MatMulNBits`` node (``engine.onnx_graph``) given the blocks' int8 values and
 scales as they are in the file. Embedding lookups read a few rows of a token table (``rows``),

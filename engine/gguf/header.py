@@ -2,17 +2,19 @@
 
 ``gguf.GGUFReader`` trusts the header: a count or length that lies (a flipped byte, a truncated
 download) makes it loop over billions of empty reads or fail deep inside numpy. It is also slow and
-greedy on a real vocabulary (8 s and 170 MB of small numpy views for Whisper tiny's 45 MB file). So
+greedy on a real vocabulary: a small numpy view for every item (docs/PERFORMANCE.md: GGUF header
+reader). So
 this walk is the only reader of the header: it checks each count before using it, refuses a bad file
 with one sentence that says where it is wrong, and builds the metadata values as it goes, costing each
 string and array before building it so that a header never takes more memory than the file can justify
 (its size plus ``HEADER_SLACK``). An array of strings (a vocabulary, its merges) is checked whole but
 kept as a ``StringArray`` that decodes an item when it is read: a transcription reads a few dozen of
-Whisper's 100 000 tokens and merges, which as Python strings took 7 MB and 30 ms of every load.
+Whisper's 100 000 tokens and merges, and building them all as Python strings was a noticeable part of
+every load.
 
 The GGUF codes it needs are spelled out here (``ValueType``, ``TENSOR_TYPES``) rather than taken from
-the ``gguf`` package: importing that package (its tables, YAML, the writer) cost every start 25 ms and
-5 MB; the converter, which writes files, still uses it.
+the ``gguf`` package: importing that package (its tables, YAML, the writer) costs every start time and
+memory; the converter, which writes files, uses it.
 
 GGUF v2/v3, little-endian (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md):
 ``"GGUF" u32 version, u64 n_tensors, u64 n_kv``, then n_kv ``(string key, u32 type, value)``,
@@ -80,7 +82,7 @@ _SCALAR_SIZES = {vtype: struct.calcsize(fmt) for vtype, fmt in _SCALAR_FORMATS.i
 
 HEADER_SLACK = 16 * 2**20
 """What the walk builds (keys, values, names) may take as much memory as the file's size plus this. A
-real model's header (its vocabulary, 14 MB by this count for Whisper's) is small beside its weights; a
+real model's header (its vocabulary) is small beside its weights; a
 file whose header is millions of one-byte items would otherwise cost 8 to 40 times its size in Python
 objects, and a lying string length as much as the rest of the file, several times over."""
 _U64 = struct.Struct("<Q")

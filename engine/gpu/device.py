@@ -92,7 +92,7 @@ class Device:
     The adapter is picked while this is made, so what it is (``info``, ``features``, ``limits``,
     ``is_cpu``) is known at once; the device opens on a thread of its own (the driver's work, a good
     part of a load), and ``device`` and ``queue`` wait for it. A model's loader runs its Python in
-    that time (``engine.gpu.tensors.ModelUpload``), where it used to wait for it.
+    that time (``engine.gpu.tensors.ModelUpload``) rather than wait for it.
     """
 
     def __init__(self) -> None:

@@ -44,7 +44,7 @@ ALL_CHECKS = BOUNDS_CHECKS | LOOP_BOUNDING  # what wgpu-py's create_shader_modul
 DEFAULT_CHECKS = BOUNDS_CHECKS
 """Bounds checks stay, so an index past a buffer reads zeros rather than another buffer; loop bounding
 goes: every loop of our kernels ends by its own bounds, and the counter it adds keeps drivers from
-unrolling inner loops (docs/PERFORMANCE.md: large-v3-turbo on an H100, a third of the time)."""
+unrolling inner loops (docs/PERFORMANCE.md: loop bounding)."""
 
 
 def _native() -> bool:

@@ -177,7 +177,7 @@ def _row_parts(kind: str, rows: np.ndarray, k: int, values: np.dtype) -> list[np
         return [np.asarray(rows, values).reshape(len(rows), k)]
     blocks = np.asarray(rows, np.uint8).reshape(len(rows), k // Q8_0_BLOCK, Q8_0_BLOCK_BYTES)
     # Each block's 32 values as one 32-byte item: numpy then copies an item per block rather than 32
-    # int8s, 1.6x as fast from the blocks' 34-byte stride.
+    # int8s, faster from the blocks' 34-byte stride (docs/PERFORMANCE.md: weight upload).
     return [blocks[:, :, 2:].view(f"V{Q8_0_BLOCK}"), blocks[:, :, :2].view(np.float16)]
 
 
@@ -219,13 +219,13 @@ class ModelUpload:
     Each weight is one job on ``threads`` threads, buffers and copy, while the loader's Python goes on
     to the next weight: creating a mapped buffer (wgpu zeroes its staging) and copying are C and numpy
     that let go of the GIL; on the loader's thread, through a scratch array and ``queue.write_buffer``
-    (or mapped but still there), the copies were most of a load (docs/PERFORMANCE.md).
+    (or mapped but still there), the copies would be most of a load (docs/PERFORMANCE.md: weight upload).
 
     The device may still be opening (``Device``): jobs wait for it on their threads, and the loader's
-    Python, which used to wait for it, goes on. Small tensors (biases, norms, tables: ~250 in
-    whisper-base) are constants outside the buffer pool (``tensor``): ``finish`` makes their buffers
-    and sends their values as one write and a copy each (a ``write_buffer`` apiece, each with a
-    staging buffer of its own, was a noticeable part of the load).
+    Python goes on rather than wait for it. Small tensors (biases, norms, tables: hundreds in a model)
+    are constants outside the buffer pool (``tensor``): ``finish`` makes their buffers and sends their
+    values as one write and a copy each, since a ``write_buffer`` apiece, each with a staging buffer of
+    its own, is a noticeable part of a load.
 
     A weight's ``data`` and ``scales`` are set by its job, a constant's ``buffer`` by ``finish``:
     nothing may use either before.

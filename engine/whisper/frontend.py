@@ -46,7 +46,7 @@ def sound_padded(pcm: np.ndarray, real: int, samples: int, sound: int, half: int
 def reflect_padded(audio: np.ndarray, length: int, half: int) -> np.ndarray:
     """``audio`` followed by zeros to ``length`` samples, then reflected ``half`` samples at each end
     as ``np.pad(..., half, mode="reflect")`` does (``half < length``), in float64. Written out: np.pad
-    took 0.9 ms of jfk.wav's 6 ms log-mel."""
+    was a sizeable part of a log-mel (docs/PERFORMANCE.md: log-mel on the CPU)."""
     padded = np.zeros(length + 2 * half)
     padded[half : half + len(audio)] = audio
     padded[:half] = padded[2 * half : half : -1]  # padded[i] = audio[half - i]
@@ -70,8 +70,8 @@ class LogMel:
         self.window = window.astype(np.float64)  # [n_fft]
         # Each filter's non-zero bins as taps: tap j of filter f is bin ``_tap_bins[j, f]`` with weight
         # ``_tap_weights[j, f]``; a filter with fewer bins has taps of weight 0 (bin 0), which add
-        # exactly nothing. Summed tap by tap, for all filters at once: 1.6 ms for jfk.wav's 1102
-        # frames where np.add.reduceat over the bins took 4.8.
+        # exactly nothing. Summed tap by tap, for all filters at once: several times faster than
+        # np.add.reduceat over the bins (docs/PERFORMANCE.md: log-mel on the CPU).
         rows, bins = np.nonzero(filterbank)  # row-major: each filter's bins together, in order
         widths = np.bincount(rows, minlength=self.n_mels)
         tap = np.arange(len(rows)) - np.repeat(np.cumsum(widths) - widths, widths)  # index within its filter
@@ -130,14 +130,14 @@ class LogMel:
 
 
 class BackendLogMel:
-    """Whisper's normalised log-mel computed by a backend's ops (``Ops.features_on_backend``: a GPU):
-    the frames as rows of ``im2col``, the windowed DFT as a product with a [2 * bins, n_fft] matrix
-    of cosines and sines whose squares (``act="square"``) the [fb, fb] filterbank sums into mel
-    power, then ``whisper_log_mel``. Only the reflect-padded audio of the frames with sound goes up
-    (0.7 MB for jfk.wav), and the features stay on the backend for the encoder. The products run in
-    float32 where ``LogMel``'s FFT runs in float64: on the 15 clips of the test audio the features
-    differ by at most 3.5e-5 (99.9% of them by under 1.2e-6). It keeps no frames: each call
-    computes a whole window, which costs a GPU less than ``LogMel``'s bookkeeping costs the CPU.
+    """Whisper's normalised log-mel computed by a backend's ops (``Ops.features_on_backend``: a GPU): the
+    frames as rows of ``im2col``, the windowed DFT as a product with a [2 * bins, n_fft] matrix of cosines
+    and sines whose squares (``act="square"``) the [fb, fb] filterbank sums into mel power, then
+    ``whisper_log_mel``. Only the reflect-padded audio of the frames with sound goes up, and the features
+    stay on the backend for the encoder. The products run in float32 where ``LogMel``'s FFT runs in float64,
+    so the features differ from it within float32's rounding (docs/PERFORMANCE.md: log-mel on the GPU). It
+    keeps no frames: each call computes a whole window, which costs a GPU less than ``LogMel``'s bookkeeping
+    costs the CPU.
     """
 
     def __init__(self, ops: Backend, filterbank: np.ndarray, window: np.ndarray):

@@ -63,14 +63,14 @@ class Tokenizer:
         self.timestamp_begin = notimestamps + 1 if notimestamps is not None else len(tokens)
         self._special_ids = frozenset(self._specials.values())
         self._merges = merges
-        self._bytes: dict[int, bytes] = {}  # a text token's bytes, filled as tokens are decoded (50k up front: 0.1 s)
+        self._bytes: dict[int, bytes] = {}  # a text token's bytes, filled as tokens are decoded
         self._cache: dict[str, list[int]] = {}
 
     @cached_property
     def _pattern(self) -> re.Pattern:
         """GPT-2's pre-tokenizer, made on first use: transcribing encodes nothing unless there is a
         prompt, and importing the `regex` package is a noticeable part of a load
-        (docs/PERFORMANCE.md, "Measurements behind the design")."""
+        (docs/PERFORMANCE.md: regex imported at first use)."""
         try:  # `regex` knows Unicode classes (\p{L}, \p{N}); it is one of Sayso's dependencies.
             import regex
         except ImportError:  # pragma: no cover - exercised by test_tokenizer's stdlib-pattern test instead
@@ -80,7 +80,8 @@ class Tokenizer:
     @cached_property
     def _vocab(self) -> dict[str, int]:
         """Text token -> id, for encoding. Built on first use, as ``_ranks`` is: transcribing encodes
-        nothing unless there is a prompt, and the two took 16 MB and 50 ms of every load (whisper-base)."""
+        nothing unless there is a prompt, and the two are a noticeable part of a load's time and memory
+        (docs/PERFORMANCE.md: Whisper tokenizer tables at first use)."""
         return {text: i for i, text in enumerate(self.tokens[: self.timestamp_begin]) if i not in self._special_ids}
 
     @cached_property

@@ -23,8 +23,8 @@ STEPS_PER_READ = 2
 
 The decoder records the next batch while the GPU runs the last (``sample_greedy``), so a read's
 round trip is hidden and what a batch size costs is the steps run after EOT, one batch. A batch is
-replayed (``Ops.repeatable``), so a smaller one costs little Python; 2 was the fastest of 1, 2, 4
-and 8 measured (docs/PERFORMANCE.md). On a CPU adapter (lavapipe) a round trip is short beside a
+replayed (``Ops.repeatable``), so a smaller one costs little Python; 2 was the fastest batch measured
+(docs/PERFORMANCE.md: decoder steps per read-back). On a CPU adapter (lavapipe) a round trip is short beside a
 step, so there a batch is one step."""
 
 
