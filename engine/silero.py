@@ -112,7 +112,8 @@ class SileroModel:
         """The cell over ``gates_in`` [n >= 1, 512] (each window's input share of the gates) from h, c [128]:
         returns h of every step [n, 128], and h, c after the last.
 
-        A step is eleven numpy calls on preallocated views (~7 us; the floor is their call overhead):
+        A step is eleven numpy calls on preallocated views (their call overhead is the step's time;
+        docs/PERFORMANCE.md: Silero's LSTM step):
         one tanh over all four gates, then the sigmoid gates as tanh + 1, i.e. twice their value, which
         the loop keeps rather than halving: c takes one halving, and h is carried as 2h, which the
         halved ``w_rec`` turns back into h's share of the next gates."""

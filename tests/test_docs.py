@@ -1,6 +1,7 @@
-"""The code's pointers to the figures behind its rules resolve: every "docs/PERFORMANCE.md: NAME" in the
-source, the shaders and the packaging names a heading of docs/PERFORMANCE.md, so a reader who follows one
-finds the entry (and an entry renamed or moved to the archive shows up here).
+"""The code's pointers to the figures behind its rules resolve: every pointer to an entry of
+docs/PERFORMANCE.md (the file's name, a colon and the entry's name, in parentheses) in the source, the
+shaders, the packaging and the tests names one of its headings, so a reader who follows one finds the
+entry, and an entry renamed or moved to the archive shows up here.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PERFORMANCE = ROOT / "docs" / "PERFORMANCE.md"
-SOURCES = ("app", "engine", "packaging", "sayso", "shaders")
-POINTER = re.compile(r"docs/PERFORMANCE\.md: ([^)]+)\)")
+SOURCES = ("app", "engine", "packaging", "sayso", "shaders", "tests")
+POINTER = re.compile(r"docs/PERFORMANCE\.md:\s+([^)]+)\)")
 CONTINUATION = re.compile(r"\s*\n\s*(?:#|//)?\s*")  # a pointer wrapped onto the next comment line
 
 

@@ -93,7 +93,7 @@ def test_a_ray_worker_killed_mid_file_is_restarted_and_no_file_is_lost(tmp_path)
     _assert_each_clip_done_once(out, clips, status, stderr)
 
 
-@pytest.mark.slow  # four raylets started and one taken out: about 20 s on two cores
+@pytest.mark.slow  # four raylets started and one taken out
 def test_the_files_of_a_node_that_dies_are_done_on_another_node_of_the_cluster(tmp_path):
     """``--ray ADDRESS``: a cluster of a head and three worker nodes (Ray's own multi-node harness, each node
     its own raylet), two engines spread over them; the node of an engine at work is taken out, as a machine

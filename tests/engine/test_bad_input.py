@@ -58,7 +58,7 @@ def jfk_samples() -> np.ndarray:
 
 def test_one_nan_sample_is_heard_as_silence(jfk_samples, tmp_path):
     pcm = jfk_samples.copy()
-    pcm[100_000] = np.nan  # one sample of 176,000: it used to turn the transcript into 224 "!"
+    pcm[100_000] = np.nan  # one sample of 176,000 must not turn the transcript into "!"s
     done = transcribe(float_wav(tmp_path / "onenan.wav", pcm), tmp_path)
     assert done.returncode == 0, done.stderr
     assert words(done.stdout) == JFK_WORDS

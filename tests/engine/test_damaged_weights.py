@@ -1,7 +1,7 @@
 """Damaged weights are named at load, whatever read them: a file Sayso wrote has each tensor's checksum
 beside it (``engine.gguf.sums``), and every file's weights are checked for values that can't be weights
-(``reader._Checks``). Flipped bytes, zeroed weights and NaN used to load and transcribe as "Tomorrow
-Tomorrow...", "! ! !" with exit 0. transcribe.cpp's own file, which has no checksums, still loads.
+(``reader._Checks``), so that flipped bytes, zeroed weights and NaN never load and transcribe as
+"Tomorrow Tomorrow...", "! ! !" with exit 0. transcribe.cpp's own file, which has no checksums, still loads.
 """
 
 from __future__ import annotations

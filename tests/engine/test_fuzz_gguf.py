@@ -37,7 +37,7 @@ from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.header import HEADER_SLACK
 from sayso.engine.gguf.reader import ModelFile
 
-DEADLINE_S = 10.0  # per example; the reference file takes about 1 s to open under tracemalloc
+DEADLINE_S = 10.0  # per example; many times what opening the reference file takes under tracemalloc
 SLACK = HEADER_SLACK + 4 * 2**20  # allowed beyond the file's size: what the reader promises, plus the interpreter's own
 FUZZ = settings(
     deadline=None,  # the timer below is the deadline: hypothesis's own would only flag slowness afterwards

@@ -22,8 +22,9 @@ from sayso.engine.wer import count_errors
 
 VARIANTS = ("moonshine-tiny", "moonshine-base")
 MAX_WER = {"moonshine-tiny": 0.04, "moonshine-base": 0.05}
-"""Measured 2.8% (tiny) and 4.3% (base, which writes "29340" for "two nine three four zero") on the
-shared clips; the bound catches a broken model, not a point of accuracy."""
+"""Above the models' measured rates on the shared clips (docs/PERFORMANCE.md: Current standing), base
+writing "29340" for "two nine three four zero": the bound catches a broken model, not a point of
+accuracy."""
 
 
 def clips() -> list[dict[str, str]]:

@@ -143,7 +143,8 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 def test_detecting_speech_again_takes_no_fresh_memory():
     """The engine has glibc keep large freed blocks for reuse (``engine.heap``): in a fresh process
     whose model went to the GPU (whose load frees no large block of its own), Silero's arrays for
-    jfk.wav (~8 MB) were new mappings on every call, ~2,000 page faults each."""
+    jfk.wav would be new mappings on every call, thousands of page faults each (docs/PERFORMANCE.md:
+    glibc heap thresholds)."""
     import subprocess
     import sys
 

@@ -1,8 +1,9 @@
 """The linear kernels (gemm.wgsl, embed.wgsl, elementwise.wgsl) against the numpy backend.
 
-Shapes are small (lavapipe runs about 2 GFLOP/s) but ragged on purpose: M, N and K off the tiles, so
-every bounds check and the weights' zero padding are exercised, for each weight type. Most cases have
-few rows (``gemm_short``, up to 256); the 64x64 ``gemm`` and the 128x128 ``gemm_large`` have their own.
+Shapes are small (lavapipe is slow; docs/PERFORMANCE.md: test sizes on lavapipe) but ragged on purpose: M,
+N and K off the tiles, so every bounds check and the weights' zero padding are exercised, for each weight
+type. Most cases have few rows (``gemm_short``, up to 256); the 64x64 ``gemm`` and the 128x128
+``gemm_large`` have their own.
 The portable tiles are what these tests check, on every device; ``gemm_matrix`` (subgroup matrices,
 f16 products) has its own test, with the tolerance of f16 inputs, where the fast tier runs it.
 """

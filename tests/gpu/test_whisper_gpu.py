@@ -1,7 +1,7 @@
 """Whisper on the wgpu backend gives the same text as on the numpy backend, clip by clip.
 
 On a real GPU every clip of the shared set is compared. On a software adapter (lavapipe in CI: exact,
-but a 30 s window takes it about 15 s) three short clips are: one sentence, one short answer, digits.
+but slow, seconds for each 30 s window) three short clips are: one sentence, one short answer, digits.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_windows_encoded_in_one_pass_are_each_the_window_encoded_alone(gpu_ops, 
     """Windows through the encoder together (``Engine.transcribe_many``'s batches): the stem, attention
     and cross-attention caches keep to each window, so its states and caches are those of its own
     pass, to the bit, and its decoding (the same code on the same caches) its text. A small random
-    Whisper (two layers, d_model 64): lavapipe takes about 18 s a window of tiny.en's encoder."""
+    Whisper (two layers, d_model 64): lavapipe takes seconds for a window of tiny.en's encoder."""
     from sayso.engine.convert.random_whisper import write_random_whisper
 
     path = write_random_whisper("whisper-tiny", tmp_path / "small.gguf", small=True)
