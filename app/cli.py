@@ -17,7 +17,7 @@ from sayso.app.core.text.vocabulary import read_replacements_file
 from sayso.app.main import add_arguments
 from sayso.app.core.refusals import environment_error
 from sayso.app.platform.clipboard_keeper import KEEP_CLIPBOARD
-from sayso.engine.errors import SaysoError
+from sayso.engine import SaysoError
 
 FORMATS = ("txt", "json", "srt", "vtt")
 INTERRUPTED = 130
@@ -59,7 +59,7 @@ def _loading_note(fraction: float, message: str) -> None:
 
 def _engine(args, model: Path | None = None):
     """The engine for ``args``' model and device; ``model``: the model's file, when it is resolved already."""
-    from sayso.engine.engine import Engine
+    from sayso.engine import Engine
 
     return Engine(model or args.model, device=args.device, notify=_note)
 
@@ -72,7 +72,7 @@ def dictation_text(args):
 
     from sayso.app.core.settings import SettingsStore
     from sayso.app.core.writing import cleanup_for, text_rules, write_text
-    from sayso.engine.models import data_dir
+    from sayso.engine import data_dir
     from sayso.app.platform.locations import settings_file
 
     settings = SettingsStore(settings_file(Path(data_dir()).expanduser())).load()
@@ -100,7 +100,7 @@ def _replacements_file(path: str):
 
 
 def cmd_transcribe(args) -> int:
-    from sayso.engine.formats import render
+    from sayso.engine import render
 
     if not args.dictation and (args.replacements or args.remove_fillers):
         raise SaysoError("--replacements and --remove-fillers shape a dictation's text: add --dictation.")
@@ -313,14 +313,13 @@ def flush_stdout(text: str = "") -> None:
 
 
 def cmd_convert(args) -> int:
-    from sayso.engine.files import check_output
+    from sayso.engine import check_output
 
     out = args.src if args.random else args.out
     if out is not None:
         check_output(Path(out))  # before the work, not after it
     if args.random:  # `convert --random FAMILY OUT.gguf`: the one positional is the output
-        from sayso.engine.convert.random_model import write_random_model
-        from sayso.engine.convert.random_whisper import SHAPES, write_random_whisper
+        from sayso.engine.tools import SHAPES, write_random_model, write_random_whisper
 
         if args.src is None or args.out is not None:
             raise SaysoError("Usage: sayso convert --random FAMILY OUT.gguf [--small] [--type f16|q8_0]")
@@ -329,7 +328,7 @@ def cmd_convert(args) -> int:
         else:
             out = write_random_model(args.random, args.src, small=args.small, quantized=args.type == "q8_0")
     else:
-        from sayso.engine.convert import convert
+        from sayso.engine.tools import convert
 
         if args.src is None or args.out is None:
             raise SaysoError("Usage: sayso convert SRC OUT.gguf (or sayso convert --random FAMILY OUT.gguf)")
@@ -341,7 +340,7 @@ def cmd_convert(args) -> int:
 def cmd_bench(args) -> int:
     import json
 
-    from sayso.engine import bench
+    from sayso.engine.tools import bench
 
     if args.folder:
         device = "gpu" if args.device == "auto" else args.device
@@ -444,7 +443,7 @@ def selftest(audio: str) -> int:
     The packaged app's smoke test: it exercises the installed or frozen engine, shaders, default model and
     voice model without Qt.
     """
-    from sayso.engine.engine import Engine
+    from sayso.engine import Engine
 
     engine = Engine(notify=lambda message: print(message, file=sys.stderr))
     text = engine.transcribe_file(audio).text.strip()
@@ -590,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels", action="store_true",
                    help="time every GPU kernel of one warm transcription (one pass per dispatch, timestamps): "
                         "GPU time per kernel, and what the host adds to it")
-    from sayso.engine.stream import FEED_SECONDS
+    from sayso.engine import FEED_SECONDS
 
     p.add_argument("--chunk", type=_seconds(0, MAX_CHUNK_S, "a chunk's length"), default=FEED_SECONDS,
                    help=f"with --stream: seconds of audio per chunk (default: {FEED_SECONDS}, as the app feeds a dictation)")

@@ -30,17 +30,17 @@ def run_doctor() -> int:
 
 def compute() -> list[str]:
     try:
-        from sayso.engine.gpu.device import Device
+        from sayso.engine import Device
     except (ImportError, OSError) as error:  # wgpu's native library failed to load
         return [f"{FIX}wgpu can't load ({error}): reinstall Sayso (pip install --force-reinstall wgpu==0.32.0).",
                 f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]  # fmt: skip
-    from sayso.engine.errors import GpuError
+    from sayso.engine import GpuError
 
     try:
         device = Device().opened()
     except GpuError as error:
         return [f"{FIX}{error}", f"{INFO}Transcription runs on the CPU (numpy) meanwhile."]
-    from sayso.engine.gpu import GpuOps
+    from sayso.engine import GpuOps
 
     tier = GpuOps(device).fast
     tier.probe()

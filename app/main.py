@@ -80,7 +80,7 @@ def _log_to_file(data_dir: Path) -> None:
 
 def _data_dir() -> Path:
     """Settings, history and recordings live with the models, in the engine's data folder."""
-    from sayso.engine.models import data_dir
+    from sayso.engine import data_dir
 
     return Path(data_dir()).expanduser().resolve()
 

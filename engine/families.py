@@ -1,8 +1,8 @@
 """Which model family a GGUF file holds, and the loader for it.
 
-Each family is one package (``engine/whisper``, ...), a ``Family``: its ``load(model_file, ops)`` returns
-a ``Transcriber``, which transcribes one piece of audio at a time (``engine.engine.Engine`` cuts longer
-audio into pieces).
+Each family is one package (``engine/whisper``, ...; ``engine.catalogue.FAMILIES`` names them), a
+``Family``: its ``load(model_file, ops)`` returns a ``Transcriber``, which transcribes one piece of
+audio at a time (``engine.engine.Engine`` cuts longer audio into pieces).
 
 Two optional keyword arguments of ``transcribe`` serve live dictation (``engine.stream``), each passed
 only to the transcribers that declare it in their ``stream_hooks``:
@@ -21,6 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
+from sayso.engine.catalogue import FAMILIES
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.ops import Backend
@@ -53,15 +54,6 @@ class Family(Protocol):
 
     def load(self, model_file: ModelFile, ops: Backend) -> Transcriber:
         """The family's transcriber for ``model_file``, its weights made on ``ops``."""
-
-
-FAMILIES = {
-    "whisper": "sayso.engine.whisper",
-    "moonshine": "sayso.engine.moonshine",
-    "parakeet": "sayso.engine.parakeet",
-    "gigaam": "sayso.engine.gigaam",
-}
-"""general.architecture -> package that loads it."""
 
 
 def family(model_file: ModelFile) -> Family:

@@ -2,8 +2,8 @@
 
 transcribe.cpp publishes every model it runs as a hub repository ``handy-computer/<variant>-gguf``
 holding ``<variant>-<QUANT>.gguf`` files (F32, F16, Q8_0 and, for the larger ones, K quants). Sayso
-names them by short names (``whisper-base``, ``moonshine-tiny``, ``parakeet-v3``: ``CATALOG``) and
-takes the Q8_0 file, the quantization its kernels run.
+names them by short names (``whisper-base``, ``moonshine-tiny``, ``parakeet-v3``: ``engine.catalogue.CATALOG``)
+and takes the Q8_0 file, the quantization its kernels run.
 
 Files live in the hub's cache layout (``$HF_HUB_CACHE``, by default ``~/.cache/huggingface/hub``),
 so a model fetched with ``hf download`` is found here and one pulled here is listed by ``hf cache``.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
@@ -37,67 +36,13 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import WeakFileLock, build_hf_headers
 
+from sayso.engine.catalogue import CATALOG, HubModel
 from sayso.engine.convert.whisper import Progress
 from sayso.engine.download import MIN_FREE_BYTES, digest, resume
 from sayso.engine.errors import SaysoError
 from sayso.engine.gguf.sums import record_sums, sums_path
 
 log = logging.getLogger(__name__)
-
-ORGANIZATION = "handy-computer"
-QUANT = "Q8_0"
-
-
-@dataclass(frozen=True)
-class HubModel:
-    """One model transcribe.cpp publishes, under the short name Sayso gives it."""
-
-    name: str
-    variant: str
-    """transcribe.cpp's variant name: the repository is ``handy-computer/<variant>-gguf``."""
-    family: str
-    """The model family (``whisper``, ``moonshine``, ``parakeet``, ``gigaam``)."""
-    languages: str
-    size_mb: int
-    """The Q8_0 file's size as published, for lists; a pull asks the server for the exact size."""
-
-    @property
-    def repo_id(self) -> str:
-        return f"{ORGANIZATION}/{self.variant}-gguf"
-
-    @property
-    def filename(self) -> str:
-        return f"{self.variant}-{QUANT}.gguf"
-
-    @property
-    def runs(self) -> bool:
-        """Whether this version of Sayso has the family's transcriber (see ``engine.families``)."""
-        from sayso.engine.families import FAMILIES
-
-        return self.family in FAMILIES
-
-
-CATALOG: dict[str, HubModel] = {
-    m.name: m
-    for m in (
-        HubModel("whisper-tiny.en", "whisper-tiny.en", "whisper", "English", 46),
-        HubModel("whisper-tiny", "whisper-tiny", "whisper", "99 languages, translation", 46),
-        HubModel("whisper-base.en", "whisper-base.en", "whisper", "English", 85),
-        HubModel("whisper-base", "whisper-base", "whisper", "99 languages, translation", 85),
-        HubModel("whisper-small.en", "whisper-small.en", "whisper", "English", 270),
-        HubModel("whisper-small", "whisper-small", "whisper", "99 languages, translation", 270),
-        HubModel("whisper-medium.en", "whisper-medium.en", "whisper", "English", 831),
-        HubModel("whisper-medium", "whisper-medium", "whisper", "99 languages, translation", 832),
-        HubModel("whisper-large-v3", "whisper-large-v3", "whisper", "100 languages, translation", 1670),
-        HubModel("whisper-large-v3-turbo", "whisper-large-v3-turbo", "whisper", "100 languages", 886),
-        HubModel("moonshine-tiny", "moonshine-tiny", "moonshine", "English", 35),
-        HubModel("moonshine-base", "moonshine-base", "moonshine", "English", 77),
-        HubModel("parakeet-v2", "parakeet-tdt-0.6b-v2", "parakeet", "English", 730),
-        HubModel("parakeet-v3", "parakeet-tdt-0.6b-v3", "parakeet", "25 European languages", 740),
-        HubModel("gigaam-v3", "gigaam-v3-e2e-rnnt", "gigaam", "Russian", 261),
-    )
-}
-"""Short name -> model, from the download tables of transcribe.cpp's docs/models/*.md."""
 
 
 def cache_dir() -> Path:

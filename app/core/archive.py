@@ -31,10 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sayso.engine import audio
-from sayso.engine.errors import AudioError, SaysoError
-from sayso.engine.files import SPECIAL_FILES, check_output, checksum, write_text_atomically
-from sayso.engine.formats import render
+from sayso.engine import (MEDIA_SUFFIXES, SPECIAL_FILES, AudioError, SaysoError, check_output, checksum, duration,
+                          render, write_text_atomically)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +91,7 @@ def _contents(given: Path, recursive: bool):
         subfolders[:] = sorted(subfolders) if recursive else []
         for name in sorted(names):
             path = Path(folder, name)
-            if path.suffix.lower() in audio.MEDIA_SUFFIXES and path.is_file():
+            if path.suffix.lower() in MEDIA_SUFFIXES and path.is_file():
                 yield path, path.relative_to(given), None
     for error in unreadable:
         folder = Path(error.filename)
@@ -436,7 +434,7 @@ def _uninterrupted():
 def _length(path: Path) -> float | None:
     """Seconds of audio by the file's header, None when it doesn't say (or isn't audio: that fails later)."""
     try:
-        return audio.duration(path)
+        return duration(path)
     except AudioError:
         return None
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sayso.app.core.archive import ArchiveFile, ArchiveRun, Progress, Summary
-from sayso.engine.errors import AudioError, SaysoError
+from sayso.engine import AudioError, SaysoError
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +57,11 @@ class ArchiveWorker:
     def __init__(self, model: str, device: str, options: dict, batch: int | None) -> None:
         import ray
 
-        from sayso.engine.engine import Engine
+        from sayso.engine import Engine
 
         gpus = ray.get_gpu_ids()
         if gpus:  # Ray's GPU numbers taken as the Vulkan adapters': the workers of a node on GPUs of their own
-            from sayso.engine.gpu.device import ADAPTER_ENV
+            from sayso.engine import ADAPTER_ENV
 
             os.environ.setdefault(ADAPTER_ENV, str(int(gpus[0])))
         self.engine = Engine(model, device=device)

@@ -39,10 +39,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from sayso.app.core.jobs import JobHandle
-from sayso.engine.backend import Fallback
-from sayso.engine.errors import SaysoError
-from sayso.engine.stream import FEED_SECONDS
-from sayso.engine.vad import PAUSE_SECONDS
+from sayso.engine import FEED_SECONDS, PAUSE_SECONDS, Fallback, SaysoError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +98,7 @@ class JobQueue:
 
 
 def _default_factory(path: Path, fallback):
-    from sayso.engine.engine import Engine  # imported here, on the engine thread: it loads wgpu
+    from sayso.engine import Engine  # imported here, on the engine thread: it loads wgpu
 
     return Engine(path, fallback=fallback)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sayso.engine.audio import SAMPLE_RATE, save_wav
+from sayso.engine import SAMPLE_RATE, save_wav
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dictations (

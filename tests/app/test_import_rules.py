@@ -3,6 +3,10 @@ function-level ones included.
 
 * ``engine`` imports no Qt and nothing of ``app``: it runs in a command line, a test, a worker process.
 * ``app`` names no WGSL: no shader module, no kernel declaration; it reaches the GPU through the engine.
+* ``app`` imports only the engine's face: names of ``sayso.engine.__all__``, and for the developer commands
+  of ``sayso.engine.tools.__all__``. The face tells analysers what it gives: each name is imported under
+  ``TYPE_CHECKING`` from the module it comes from at run time.
+* ``engine`` stands on floors (``ENGINE_FLOORS``): a module imports only modules of its own floor or lower.
 * In ``app``: ``platform`` imports neither ``core`` nor ``ui``, ``core`` doesn't import ``ui``, and only
   ``ui`` itself and the entry points at ``app``'s top (``main``, ``cli``, ``doctor``) import ``ui``.
 * No two modules of ``engine`` or of ``app`` import each other, directly or round a circle: every module
@@ -18,6 +22,7 @@ function-level ones included.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import subprocess
 import sys
@@ -28,6 +33,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 APP, ENGINE = ROOT / "app", ROOT / "engine"
+FACES = ("sayso.engine", "sayso.engine.tools")
+"""The engine's face and its developer entry: the only engine modules the app imports."""
+ENGINE_FLOORS = (  # bottom first; a module's floor is that of the longest name that starts it
+    ("base", ("errors", "files", "changes", "background", "heap", "transcript", "options", "spectrum",
+              "segmenter", "windows", "audio", "formats", "catalogue",
+              "convert.mel")),  # the mel filterbank: the converter's and Parakeet's frontend's
+    ("model files", ("gguf", "onnx_graph", "onnx_constants")),
+    ("backends", ("ops", "layers", "cpu", "gpu", "backend",
+                  "gguf.reader")),  # it hands weights over as the backend contract's ``WeightSource``
+    ("families", ("families", "whisper", "moonshine", "parakeet", "gigaam", "conformer", "silero", "vad")),
+    ("model store", ("models", "hub", "download", "convert")),
+    ("runtime", ("engine", "stream")),
+    ("tools", ("bench", "bench_gemm", "accuracy", "reference", "wer")),
+    ("face", ("", "tools")),  # ``sayso.engine`` itself and its developer entry
+)
 GPU_INTERNALS = ("sayso.shaders", "sayso.engine.gpu.entry_points", "sayso.engine.gpu.kernels",
                  "sayso.engine.gpu.recorder", "sayso.engine.gpu.ops.")
 
@@ -97,6 +117,53 @@ def test_the_app_names_no_wgsl_and_keeps_its_layers(path):
     below = {"platform": ("sayso.app.core", "sayso.app.ui"), "core": ("sayso.app.ui",), "ui": (), "top": ()}[where]
     upward = sorted(n for n in names if starts(n, below))
     assert not upward, f"{path.relative_to(ROOT)} ({where}) imports {upward}"
+
+
+@pytest.mark.parametrize("path", sources(APP), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_app_imports_only_the_engines_face(path):
+    faces = {name: set(importlib.import_module(name).__all__) for name in FACES}
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            bad += [a.name for a in node.names if starts(a.name, ("sayso.engine",)) and a.name not in faces]
+        elif isinstance(node, ast.ImportFrom) and starts(node.module or "", ("sayso.engine",)):
+            bad += [f"{node.module}.{a.name}" for a in node.names if a.name not in faces.get(node.module, ())]
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}, not of the engine's face: add what it needs to {FACES}"
+
+
+def declared(path: Path) -> dict[str, str]:
+    """Each name imported under ``if TYPE_CHECKING:`` in ``path``, with the module it comes from."""
+    blocks = [node for node in ast.parse(path.read_text()).body
+              if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    return {a.asname or a.name: node.module for block in blocks for node in block.body
+            if isinstance(node, ast.ImportFrom) for a in node.names}
+
+
+@pytest.mark.parametrize("name", FACES)
+def test_the_face_tells_analysers_what_it_gives(name):
+    """Its own submodules (``sayso.engine.models``) an analyser finds as files; every other name is declared."""
+    face = importlib.import_module(name)
+    given = {n: module for module, names in face._FACE.items() for n in names}
+    given |= {module.rpartition(".")[2]: module.rpartition(".")[0] for module in face._MODULES}
+    assert sorted(face.__all__) == sorted(given)
+    assert declared(Path(face.__file__)) == {n: module for n, module in given.items() if module != name}
+
+
+def engine_floor(module: str) -> int:
+    """The index in ``ENGINE_FLOORS`` of the ``engine`` module ``module`` (``sayso.engine.gguf.reader``)."""
+    relative = module.removeprefix("sayso.engine").removeprefix(".")
+    matches = [(len(prefix), floor) for floor, (_, prefixes) in enumerate(ENGINE_FLOORS) for prefix in prefixes
+               if relative == prefix or (prefix and relative.startswith(prefix + "."))]
+    assert matches, f"{module} is on no floor: add it to ENGINE_FLOORS"
+    return max(matches)[1]
+
+
+def test_the_engine_imports_only_its_floor_or_lower():
+    upward = [f"{module} ({ENGINE_FLOORS[engine_floor(module)][0]}) imports {other} "
+              f"({ENGINE_FLOORS[engine_floor(other)][0]})"
+              for module, imports in sorted(import_graph(ENGINE).items()) for other in sorted(imports)
+              if engine_floor(other) > engine_floor(module)]
+    assert not upward, "\n".join(upward)
 
 
 def test_every_app_module_is_in_a_layer():
