@@ -43,7 +43,7 @@ def test_toggle_command_reaches_the_app_without_loading_the_engine(qtbot, tmp_pa
     imported = {line.rpartition("|")[2].strip() for line in imports.splitlines() if line.startswith("import time:")}
     assert "PySide6.QtNetwork" in imported
     engine_or_numerics = {m for m in imported if m.split(".")[0] in ("numpy", "wgpu") or m.startswith("sayso.engine")}
-    assert engine_or_numerics <= {"sayso.engine", "sayso.engine.errors", "sayso.engine.models"}
+    assert engine_or_numerics <= {"sayso.engine", "sayso.engine.errors", "sayso.engine.models", "sayso.engine.catalogue"}
 
 
 def test_files_opened_with_sayso_reach_the_running_app(qtbot, tmp_path):
