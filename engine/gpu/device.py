@@ -86,6 +86,12 @@ def is_software(info: dict) -> bool:
     return info["adapter_type"].lower() == "cpu" or "llvmpipe" in info["device"].lower()
 
 
+def tells_of_loss(message: str | Exception) -> bool:
+    """Whether a wgpu error (or a GpuError made from one) says the device was lost: neither implementation
+    gives the loss a type of its own, so its text is all there is."""
+    return "lost" in str(message).lower()
+
+
 class Device:
     """Owns the wgpu adapter and device, and says what they are in one line (``describe``).
 
@@ -178,7 +184,7 @@ class Device:
         # wgpu-py logs every device's loss on one logger without naming the device, so a loss may be
         # another Device's (one closed, or lost, in another engine). Ours is lost only if it can no
         # longer create a buffer: wgpu-core refuses that at once with "Parent device is lost".
-        if "lost" in message.lower() and self._still_alive():
+        if tells_of_loss(message) and self._still_alive():
             return
         raise self.failure("running recorded work", RuntimeError(message))
 
@@ -197,7 +203,7 @@ class Device:
         the error, and the garbage collector, tearing the memoryview down first, crashed the process."""
         error.__traceback__ = None
         text = str(error).strip()
-        if "lost" in text.lower():
+        if tells_of_loss(text):
             return GpuError(
                 f"The GPU device {self.info['device']!r} was lost while {what} (driver reset, crash or "
                 "unplugged GPU). Restart the transcription; if it happens again use --device cpu."

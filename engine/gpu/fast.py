@@ -20,6 +20,7 @@ import numpy as np
 import wgpu
 
 from sayso.engine.errors import GpuError
+from sayso.engine.gpu.device import tells_of_loss
 from sayso.engine.gpu.entry_points import FAST_VERSIONS, EntryPoint
 from sayso.engine.gpu.recorder import SMALL_READ
 
@@ -87,7 +88,7 @@ class FastTier:
             try:
                 pipeline = ops.kernels.pipeline(fast.file, fast.entry, **({"WG": threads} if fast.sized_by_wg else {}))
             except GpuError as error:  # this kernel's compiler refuses it: the others may still run
-                if "lost" in str(error).lower():
+                if tells_of_loss(error):
                     raise
                 return f"it does not build: {str(error).splitlines()[0]}"
             out = ops.empty((threads, 2))
