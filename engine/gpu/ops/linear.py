@@ -23,11 +23,12 @@ LARGE_TILE = 128  # the same for gemm_large (gemm.wgsl's LARGE_TILE)
 LARGE_TILE_BYTES = 32768  # gemm_large's workgroup memory
 LARGE_TILE_MIN_ROWS = 1024
 """Fewest rows of a for gemm_large: below that its 4x fewer workgroups leave a large GPU part idle, and
-the 64-row tiles are faster (an encoder of a few seconds of audio, a batch of decoder tokens)."""
+the 64-row tiles are faster (an encoder of a few seconds of audio, a batch of decoder tokens; docs/PERFORMANCE.md:
+gemm_large threshold)."""
 SHORT_TILE = 16  # output rows per gemm_short workgroup (gemm.wgsl's SHORT_ROWS)
 SHORT_TILE_MAX_ROWS = 256
 """Most rows of a for gemm_short: up to a few 64-row tiles, whose few workgroups would each walk all of
-K alone (docs/PERFORMANCE.md)."""
+K alone (docs/PERFORMANCE.md: gemm_short and K in parts)."""
 SPLIT_TARGET_GROUPS = 512
 """Workgroups gemm_short should have to keep a large GPU busy (a few per compute unit): fewer output
 tiles than that have K cut into parts (``SPLITS``) until there are about as many."""
