@@ -6,9 +6,7 @@
 // invocation % 32), computes a 128x128 tile of c: each subgroup a 64x64 quarter as 4x4 result matrices
 // of 16x16, f16 x f16 products accumulated in f32. K goes in steps of 32 (one Q8_0 block): all 128
 // invocations decode a step's A rows and W rows to f16 in workgroup memory, then each subgroup loads
-// its left matrices (A, row-major) and right ones (W's rows read column-major: Wᵀ) from there. The
-// next step's A and W are read from storage into registers before this step's products, so memory
-// latency overlaps the tensor cores' work. More
+// its left matrices (A, row-major) and right ones (W's rows read column-major: Wᵀ) from there. More
 // result matrices a subgroup reuse each loaded matrix (4 products a load), and four subgroups share a
 // step's decoding.
 // Results leave through a 16x16 f32 scratch per subgroup, from which its lanes apply the epilogue and
@@ -32,49 +30,35 @@ alias MxLeft = subgroup_matrix_left<f16, 16, 16>;
 alias MxRight = subgroup_matrix_right<f16, 16, 16>;
 alias MxResult = subgroup_matrix_result<f32, 16, 16>;
 
-// One step's share of A and W for one invocation, read from storage ahead of its use: the reads of
-// step k+1 are in flight while the subgroups multiply step k's tiles.
-struct MxStep {
-    a: array<vec4<f32>, 8>,  // eight quads of A rows, see mx_read
-    w0: Raw16,               // two runs of 16 weights
-    w1: Raw16,
-}
-
-// The invocation's share of A[m0 .. m0+127, k0 .. k0+31] (1024 quads, eight an invocation, consecutive
-// invocations on consecutive quads of a row: contiguous reads, and writes that don't collide in banks)
-// and of W[n0 .. n0+127, k0 .. k0+31] (256 runs of 16 weights, two an invocation).
-fn mx_read(t: u32, m0: u32, n0: u32, k0: u32) -> MxStep {
-    var step: MxStep;
+// A[m0 .. m0+127, k0 .. k0+31] into mx_a: 1024 quads, eight an invocation, consecutive invocations
+// on consecutive quads of a row (contiguous reads, and writes that don't collide in banks).
+fn mx_stage_a(t: u32, m0: u32, k0: u32) {
     for (var i = 0u; i < 8u; i++) {
         let quad = t + i * 128u;
-        step.a[i] = a_quad(m0 + quad / 8u, k0 + (quad % 8u) * 4u);
-    }
-    step.w0 = w_raw16(n0 + t / 2u, k0 + (t % 2u) * 16u);
-    step.w1 = w_raw16(n0 + (t + 128u) / 2u, k0 + (t % 2u) * 16u);
-    return step;
-}
-
-// `step` into mx_a and mx_w as f16, the layout mx_read describes ([row][32 k] in both).
-fn mx_stage(t: u32, k0: u32, step: MxStep) {
-    for (var i = 0u; i < 8u; i++) {
-        let quad = t + i * 128u;
-        let at = (quad / 8u) * MX_K + (quad % 8u) * 4u;
-        let v = vec4<f16>(step.a[i]);
+        let row = quad / 8u;
+        let k = (quad % 8u) * 4u;
+        let v = vec4<f16>(a_quad(m0 + row, k0 + k));
+        let at = row * MX_K + k;
         mx_a[at] = v.x;
         mx_a[at + 1u] = v.y;
         mx_a[at + 2u] = v.z;
         mx_a[at + 3u] = v.w;
     }
-    let k = (t % 2u) * 16u;
-    mx_put16((t / 2u) * MX_K + k, decode16(k0 + k, step.w0));
-    mx_put16(((t + 128u) / 2u) * MX_K + k, decode16(k0 + k, step.w1));
 }
 
-fn mx_put16(at: u32, e: Sixteen) {
-    mx_put4(at, vec4<f16>(e.e0));
-    mx_put4(at + 4u, vec4<f16>(e.e1));
-    mx_put4(at + 8u, vec4<f16>(e.e2));
-    mx_put4(at + 12u, vec4<f16>(e.e3));
+// W[n0 .. n0+127, k0 .. k0+31] into mx_w: 256 runs of 16 weights, two an invocation.
+fn mx_stage_w(t: u32, n0: u32, k0: u32) {
+    for (var i = 0u; i < 2u; i++) {
+        let run = t + i * 128u;
+        let row = run / 2u;
+        let k = (run % 2u) * 16u;
+        let e = decode16(k0 + k, w_raw16(n0 + row, k0 + k));
+        let at = row * MX_K + k;
+        mx_put4(at, vec4<f16>(e.e0));
+        mx_put4(at + 4u, vec4<f16>(e.e1));
+        mx_put4(at + 8u, vec4<f16>(e.e2));
+        mx_put4(at + 12u, vec4<f16>(e.e3));
+    }
 }
 
 fn mx_put4(at: u32, v: vec4<f16>) {
@@ -126,13 +110,10 @@ fn gemm_matrix(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     var r31: MxResult;
     var r32: MxResult;
     var r33: MxResult;
-    var next = mx_read(t, m0, n0, 0u);
     for (var k0 = 0u; k0 < p.k; k0 += MX_K) {
-        mx_stage(t, k0, next);
+        mx_stage_a(t, m0, k0);
+        mx_stage_w(t, n0, k0);
         workgroupBarrier();
-        if (k0 + MX_K < p.k) {
-            next = mx_read(t, m0, n0, k0 + MX_K);
-        }
         for (var kk = 0u; kk < MX_K; kk += 16u) {
             let l0 = subgroupMatrixLoad<MxLeft>(&mx_a, a_at + kk, false, MX_K);
             let l1 = subgroupMatrixLoad<MxLeft>(&mx_a, a_at + 16u * MX_K + kk, false, MX_K);
