@@ -93,7 +93,7 @@ for analysers (a test holds the two to each other)."""
 _MODULES = ("sayso.engine.models", "sayso.engine.tools")
 """The face's modules: the model store, and the developer tools."""
 
-__all__ = ["models", "tools", *(name for names in _FACE.values() for name in names)]
+__all__ = [*(module.rpartition(".")[2] for module in _MODULES), *(name for names in _FACE.values() for name in names)]
 __getattr__ = lazy_face(__name__, _FACE, _MODULES)
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ _FACE = {
 
 _MODULES = ("sayso.engine.bench",)
 
-__all__ = ["bench", *(name for names in _FACE.values() for name in names)]
+__all__ = [*(module.rpartition(".")[2] for module in _MODULES), *(name for names in _FACE.values() for name in names)]
 __getattr__ = lazy_face(__name__, _FACE, _MODULES)
 
 if TYPE_CHECKING:
