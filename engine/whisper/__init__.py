@@ -12,7 +12,7 @@ from sayso.engine.ops import Backend
 from sayso.engine.transcript import Segment
 from sayso.engine.windows import MIN_WINDOW
 from sayso.engine.whisper.decode import WINDOW_SECONDS, transcribe_window
-from sayso.engine.whisper.frontend import BackendLogMel, LogMel
+from sayso.engine.whisper.frontend import HOP_LENGTH, BackendLogMel, LogMel
 from sayso.engine.whisper.model import EncoderOutput, WhisperModel
 from sayso.engine.whisper.tokenizer import Tokenizer
 
@@ -24,13 +24,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class LongForm:
     """What a Whisper transcription carries from one window to the next, as OpenAI's ``transcribe`` and
-    whisper.cpp do: the language (detected in the first window where it isn't given) and the tokens of
-    the text so far, the prompt's first, whose last ``limit`` condition the next window."""
+    whisper.cpp do: the language (detected in the first window where it isn't given), the tokens of
+    the text so far, the prompt's first, whose last ``limit`` condition the next window, and how many
+    windows were decoded."""
 
     language: str | None
     task: str
     context: list[int]
     limit: int
+    windows: int = 0
 
 
 class WhisperTranscriber:
@@ -109,15 +111,31 @@ class WhisperTranscriber:
         """
         window = min(len(pcm), int(self.window_seconds * SAMPLE_RATE))
         mel = encoded
-        if mel is None:
+        if mel is None and state.windows and window < int(self.window_seconds * SAMPLE_RATE):
+            mel = self.end_features(pcm)
+        elif mel is None:
             mel = (features or self.features())(pcm, n_frames=2 * self.model.config.n_audio_ctx)
         text = transcribe_window(self.model, self.tokenizer, mel, language=state.language, task=state.task,
                                  prompt=state.context or None, offset=offset, duration=window / SAMPLE_RATE)
         state.language = text.language
         # A text that failed the quality checks (low confidence, a loop) would lead the next window astray.
         state.context = (state.context + text.tokens)[-state.limit:] if text.plausible else []
+        state.windows += 1
         seek = int(round(text.seek * SAMPLE_RATE))
         return text.segments, seek if 0 < seek <= window else window
+
+    def end_features(self, pcm: np.ndarray) -> np.ndarray:
+        """Log-mel [n_mels, 2 * n_audio_ctx] of the last window of audio longer than one, shorter than a
+        window: its own frames, then 0 in the normalised log-mel to the window's end. OpenAI's
+        ``transcribe``, Hugging Face's ``generate`` and transcribe.cpp cut that window from the features
+        of the whole audio and pad it so; padded with the silence floor that a short clip's padded audio
+        gives, the model went on past the audio's end with words that weren't said. Computed on the host:
+        once an audio, beside a window's encoder."""
+        n_frames, n_mels = 2 * self.model.config.n_audio_ctx, self.model.config.n_mels
+        sound = min(len(pcm) // HOP_LENGTH, n_frames)
+        mel = np.zeros((n_frames, n_mels), np.float32)  # time-major, as the encoder reads it
+        mel[:sound] = LogMel(self.filterbank, self.window)(pcm, n_frames=sound).T
+        return mel.T
 
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
