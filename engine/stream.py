@@ -18,6 +18,16 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
 * A take with no closing pause is one piece, and ``finish`` gives exactly what ``transcribe`` gives on
   the same audio. A take of several pieces may differ from it: the offline pass cuts only at the
   window, and a model's words near a cut may change with what it hears around them (docs/ARCHITECTURE.md).
+* A pause in the open piece as long as one that closes a piece (``CLOSING_PAUSE``), in a piece too short
+  to close, starts a pass on it, for families that read windows (Whisper) even where no partial pass
+  runs: if the key-up comes in that pause, with nothing the VAD takes for speech after the audio the
+  pass heard, that pass is final and the key-up waits only for what is left of it. Whisper hears every
+  piece padded with silence to its window, so the quiet it did not hear changes its text little:
+  the take's text is the offline one, and the words' probabilities (perhaps their times) may differ a
+  little. Other families hear the piece's length and may change a word with more quiet ("10" for
+  "ten"), so their key-up pass runs on the whole piece. A pass Whisper can't drop that the speaker
+  made stale by going on may keep the key-up waiting for its rest, as a piece closed just before the
+  key-up does.
 * ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio, a small fraction of real time
   (docs/PERFORMANCE.md: a stream's feed).
 * Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
@@ -30,8 +40,8 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
   greedily from the start.
 * Once a piece holds speech, the model hears it from shortly before the speech to its very end
   (``engine.vad``): its final pass is the one on all of its audio.
-* ``finish`` takes every pass whose key matches its piece's and runs what is missing: the open piece,
-  and any closed piece whose pass is not done yet.
+* ``finish`` takes every pass whose key matches its piece's, or that a pause made final, and runs what
+  is missing: the open piece, and any closed piece whose pass is not done yet.
 
 Passes while speech goes on give the partial text. Each costs more than the last (the encoder sees the
 whole piece), so they keep to real time: another starts only when the audio that arrived since the
@@ -39,10 +49,10 @@ last one started is at least as long as that pass took, and at least ``MIN_STEP`
 skipped, never queued. A partial pass under way when its piece is closed (or at ``finish``) is stale:
 families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
 the pass that counts starts at once. With the others (Whisper) it runs to its end first, so for them
-passes on the open piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the engine
-remembers the last pass's time from one dictation to the next): the key-up must never wait seconds for
-a pass it can't use. Whisper on a GPU streams; on a CPU, where every pass encodes 30 s for seconds, only
-closed pieces are transcribed before the key-up.
+partial passes on the open piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the
+engine remembers the last pass's time from one dictation to the next): the key-up must never wait
+seconds for a pass it can't use. Whisper on a GPU streams; on a CPU, where every pass encodes 30 s for
+seconds, only closed pieces and the open piece at a pause are transcribed before the key-up.
 """
 
 from __future__ import annotations
@@ -58,8 +68,9 @@ import numpy as np
 from sayso.engine import audio
 from sayso.engine.errors import Interrupted, SaysoError
 from sayso.engine.segmenter import SAMPLE_RATE, Cutter, quietest_cut
+from sayso.engine.silero import WINDOW
 from sayso.engine.transcript import Segment, Transcript
-from sayso.engine.vad import CLOSING_PAUSE, PAUSE_SECONDS, Span, Vad, VadStatus
+from sayso.engine.vad import CLOSING_PAUSE, PAUSE_SECONDS, THRESHOLD, Span, Vad, VadStatus
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +189,7 @@ class StreamSession:
 
     def finish(self) -> Transcript:
         """The transcript of everything fed (equal to ``engine.transcribe`` of it where the take is one
-        piece); ends the session."""
+        piece, in text where Whisper's take ends in a pause); ends the session."""
         with self._cond:
             rest = self._cutter.rest
             current = self._pieces[-1]
@@ -190,7 +201,7 @@ class StreamSession:
         segments: list[Segment] = []
         language, duration = self.language, 0.0
         for piece in self._pieces:
-            if piece.key != (piece.span, language):
+            if piece.key != (piece.span, language) and not self._kept_is_final(piece, language):
                 if piece.span is None:
                     piece.key, piece.result = (None, language), ([], language)
                 else:
@@ -205,7 +216,8 @@ class StreamSession:
         with self._cond:
             self._closed = True
             job = self._in_flight
-            if job is not None and job.span != job.piece.span:
+            if job is not None and job.span != job.piece.span \
+                    and not (job.piece.pcm is not None and self._final_so_far(job.piece, job.span)):
                 job.interrupt.set()
             self._cond.notify_all()
         if self._thread is not None:
@@ -268,12 +280,39 @@ class StreamSession:
                 continue
             if piece.pcm is not None:  # complete, and final
                 return _Pass(piece, piece.pcm, span, language, self._samples)
+            if self._kept_is_final(piece, language):
+                return None  # the speaker is still in the pause its pass heard: nothing new to transcribe
+            if self._final_so_far(piece, span):  # a pause: this pass is the key-up's unless speech comes again
+                return _Pass(piece, self._cutter.rest, span, language, self._samples)
             if "interrupt" not in self.engine.transcriber.stream_hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
                 return None  # a pass the key-up might have to wait for: leave it all to finish()
             if self.partials and self._due(now):
                 return _Pass(piece, self._cutter.rest, span, language, self._samples)
             return None
         return None
+
+    def _final_so_far(self, piece: _Piece, span: Span | None) -> bool:
+        """Whether a pass on ``span`` of ``piece`` gives its final text as things stand (called with the
+        lock held): the family reads windows (Whisper, whose every piece is padded with silence to its
+        window, so more quiet after the speech changes what it hears little), the pass heard all of
+        the piece's speech and ``CLOSING_PAUSE`` of the quiet after it (a pause that closes a piece ends
+        it no sooner), and nothing the VAD takes for speech came after the audio it heard, a burst too
+        short to count as a word included. Other families hear a piece's length (Moonshine normalises
+        over all of it) and may write a word otherwise with more quiet after it ("10" for "ten")."""
+        if not self.engine.reads_windows or piece.vad is None or span is None \
+                or (piece.pcm is not None and span.end > len(piece.pcm)):
+            return False
+        found = piece.vad.segments()
+        if not found or found[0][0] != span.speech:
+            return False
+        loud = np.flatnonzero(np.asarray(piece.vad.probabilities) >= THRESHOLD)
+        last_sound = max(found[-1][1], (loud[-1] + 1) * WINDOW if len(loud) else 0)
+        return last_sound + CLOSING_PAUSE * SAMPLE_RATE <= span.end
+
+    def _kept_is_final(self, piece: _Piece, language: str | None) -> bool:
+        """Whether the pass kept for ``piece`` gives its final text (``_final_so_far``), with ``language``
+        in as its final pass would have (called with the lock held)."""
+        return piece.key is not None and piece.key[1] == language and self._final_so_far(piece, piece.key[0])
 
     def _drop_stale_pass(self) -> None:
         """Interrupt the pass under way if its piece was cut since it started (called with the lock held):

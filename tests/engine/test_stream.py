@@ -1,7 +1,7 @@
 """Streaming dictation on the numpy backend: a take is cut into pieces at its pauses, each closed piece is
 transcribed final before the key-up, and the final transcript loses no word of the offline transcription
 of the same audio: equal to it (text, segments, token times and probabilities) where the take is one
-piece, word for word where it is several, for every shared clip and both Moonshine tiny and Whisper
+piece (in text where Whisper's take ends in a pause), word for word where it is several, for every shared clip and both Moonshine tiny and Whisper
 tiny.en, fed in chunks of 0.1-0.5 s; partial text shows up while the speaker is still speaking; the
 frontends' kept frames equal frames computed at once."""
 
@@ -17,6 +17,7 @@ from conftest import AUDIO, STREAM_WER_MARGIN, TINY_EN_GGUF, needs_clips, one_pi
 from sayso.engine.audio import load_audio
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.segmenter import SAMPLE_RATE
+from sayso.engine.vad import CLOSING_PAUSE, speech_segments
 from sayso.engine.wer import count_errors
 from sayso.engine.whisper.frontend import N_FRAMES, LogMel, log_mel
 
@@ -49,9 +50,10 @@ def chunks(pcm: np.ndarray, seed: int):
 def test_final_text_of_every_clip(engines, model, monkeypatch):
     """Passes run inside ``feed`` (no thread), so which passes ran before the end is the same on every
     run. Moonshine runs partial passes too, one a second (each reusing the stem rows of the one before);
-    for Whisper, whose every pass encodes 30 s, only closed pieces are transcribed before the end
-    (``partials`` off); the budget that stops passes on a CPU is lifted, as on a GPU. A clip too short
-    for a pause to close a piece is one piece: its transcript is the offline one. A longer one keeps
+    for Whisper, whose every pass encodes 30 s, only closed pieces and a piece at a pause are
+    transcribed before the end (``partials`` off); the budget that stops passes on a CPU is lifted, as
+    on a GPU. A clip too short for a pause to close a piece is one piece: its transcript is the offline
+    one, in text where Whisper's clip ends in a pause (``ends_in_a_pause``). A longer one keeps
     the offline text's word error rate against the clip's reference within ``STREAM_WER_MARGIN``."""
     monkeypatch.setattr("sayso.engine.stream.MIN_STEP", 1.0)
     monkeypatch.setattr("sayso.engine.stream.UNINTERRUPTIBLE_BUDGET", 60.0)
@@ -65,10 +67,18 @@ def test_final_text_of_every_clip(engines, model, monkeypatch):
         streamed = session.finish()
         assert offline.text, clip
         if one_piece(pcm):
-            assert streamed == offline, clip
+            assert streamed.text == offline.text, clip
+            assert streamed == offline or (engine.reads_windows and ends_in_a_pause(pcm)), clip
         else:
             rate = count_errors(reference, streamed.text).rate
             assert rate <= count_errors(reference, offline.text).rate + STREAM_WER_MARGIN, (clip, streamed.text)
+
+
+def ends_in_a_pause(pcm: np.ndarray) -> bool:
+    """Whether ``pcm``'s last speech is followed by a pause as long as one that closes a piece: Whisper's
+    text of a take that ends so may come from the pass that pause started, whose probabilities (and
+    perhaps times) can differ a little from the offline ones, since it heard less of the quiet."""
+    return speech_segments(pcm)[-1][1] + CLOSING_PAUSE * SAMPLE_RATE <= len(pcm)
 
 
 def three_clips_with_pauses() -> tuple[np.ndarray, list[np.ndarray]]:
@@ -77,6 +87,21 @@ def three_clips_with_pauses() -> tuple[np.ndarray, list[np.ndarray]]:
                                                   "librivox/sense_and_sensibility_01_austen_64kb-0920.wav")]
     pause = np.zeros(2 * SAMPLE_RATE, np.float32)
     return np.concatenate([part for clip in said for part in (clip, pause)]), said
+
+
+def finish_counting_passes(engine, session):
+    """``session.finish()``, and where each piece it transcribed at the key-up starts (seconds)."""
+    transcribed = []
+
+    def transcribe_piece(pcm, offset, *rest, **named):
+        transcribed.append(offset)
+        return type(engine).transcribe_piece(engine, pcm, offset, *rest, **named)
+
+    engine.transcribe_piece = transcribe_piece
+    try:
+        return session.finish(), transcribed
+    finally:
+        del engine.transcribe_piece
 
 
 @needs_clips("jfk.wav", "librivox/sense_and_sensibility_01_austen_64kb-0870.wav",
@@ -92,20 +117,42 @@ def test_pieces_closed_by_a_pause_are_final_before_the_key_up(engines):
     for start in range(0, len(take) - 2 * SAMPLE_RATE, 800):  # up to the last clip's end
         session.feed(take[start : start + 800])
     assert words(session.text).startswith(f"{alone[0]} {alone[1]}")
-    transcribed = []  # where each piece transcribed at the key-up starts
-
-    def transcribe_piece(pcm, offset, *rest, **named):
-        transcribed.append(offset)
-        return type(engine).transcribe_piece(engine, pcm, offset, *rest, **named)
-
-    engine.transcribe_piece = transcribe_piece
-    try:
-        final = session.finish()
-    finally:
-        del engine.transcribe_piece
+    final, transcribed = finish_counting_passes(engine, session)
     third_begins = (len(said[0]) + len(said[1]) + 4 * SAMPLE_RATE) / SAMPLE_RATE
     assert len(transcribed) == 1 and third_begins - 2 < transcribed[0] < third_begins
     assert words(final.text) == " ".join(alone)
+
+
+@needs_clips("commands/goforward.wav", "cards/001.wav")
+def test_whispers_pass_a_pause_starts_is_the_key_ups_unless_something_is_said_after_it(engines):
+    """"Go forward ten meters", then a pause in too short a piece for it to close: the pause starts a
+    pass on the piece (partials off, as for Whisper on a CPU), whose text is there before the key-up. A
+    key-up in that pause runs no pass and gives the offline text of the take; a word after the pause
+    ("ten of clubs"), or a syllable too short for the VAD to count as speech, makes the key-up
+    transcribe the piece again, whole: the offline transcript, the word in it."""
+    engine = engines["whisper-tiny.en"]
+    said = load_audio(AUDIO / "commands/goforward.wav")
+    pause = np.zeros(SAMPLE_RATE * 6 // 10, np.float32)
+    onset = speech_segments(said)[0][0]
+    syllable = np.concatenate([said[onset : onset + SAMPLE_RATE * 15 // 100], np.zeros(SAMPLE_RATE // 5, np.float32)])
+    before = engine.transcribe(np.concatenate([said, pause]))
+    word = load_audio(AUDIO / "cards/001.wav")
+    for tail in (np.zeros(0, np.float32), word, syllable):
+        take = np.concatenate([said, pause, tail])
+        session = engine.stream(background=False, partials=False)
+        for start in range(0, len(take), 800):
+            session.feed(take[start : start + 800])
+            if start + 800 == len(said) + len(pause):
+                assert session.text == before.text  # the pass the pause started
+        final, transcribed = finish_counting_passes(engine, session)
+        offline = engine.transcribe(take) if len(tail) else before
+        if len(tail):
+            assert transcribed == [0.0] and final == offline
+        else:
+            assert transcribed == [] and final.text == offline.text
+        assert words(final.text).startswith(words(before.text))
+        if tail is word:  # its three words after the pause's
+            assert len(words(final.text).split()) == len(words(before.text).split()) + 3, final.text
 
 
 @needs_clips("jfk.wav")
@@ -154,17 +201,17 @@ def test_passes_on_the_session_thread_show_text_while_audio_arrives(engines):
 
 @needs_clips("beckett.wav")
 def test_whisper_on_a_cpu_transcribes_closed_pieces_before_the_key_up(engines):
-    """A pass Whisper can't drop takes seconds on a CPU, so none runs on the open piece (here, partials
-    off), but a piece a pause closed is transcribed at once. Beckett's quote, said twice with a pause
-    between: no text while the first is spoken, all of it once the pause has closed it, nothing of the
-    second while it is spoken, and the key-up adds it."""
+    """A pass Whisper can't drop takes seconds on a CPU, so no partial pass runs on the open piece (here,
+    partials off; only its pauses start passes), but a piece a pause closed is transcribed at once.
+    Beckett's quote, said twice with a pause between: all of it once the pause has closed the first,
+    that text kept while the second is spoken, and the key-up gives both."""
     engine = engines["whisper-tiny.en"]
     said = load_audio(AUDIO / "beckett.wav")
     pcm = np.concatenate([said, np.zeros(SAMPLE_RATE, np.float32), said])
     session = engine.stream(background=False, partials=False)
     shown = [session.feed(pcm[start : start + 1600]) for start in range(0, len(pcm), 1600)]
     once = words(engine.transcribe(said).text)
-    assert shown[80] == "" and words(shown[len(said) // 1600 + 5]) == once == words(shown[180])  # at 8, 10.5, 18 s
+    assert words(shown[len(said) // 1600 + 5]) == once and words(shown[180]).startswith(once)  # at 10.5, 18 s
     assert words(session.finish().text) == f"{once} {once}"
 
 
