@@ -1,7 +1,7 @@
 """Sayso's engine: models, backends and audio, with no Qt.
 
 This package is the engine's face: what the app may use is importable from ``sayso.engine`` itself
-(``__all__``), and the app imports nothing else of it (tests/app/test_import_rules.py). Each name is
+(``__all__``), and the app imports nothing else of it (tests/test_import_rules.py). Each name is
 imported from its module on first use (PEP 562), so ``import sayso.engine`` loads no numpy, no wgpu
 and no model code: a command that never transcribes never pays for them. ``models`` (the model store)
 and ``tools`` (the developer tools the command line runs) are the face's two modules.

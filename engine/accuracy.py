@@ -159,7 +159,7 @@ def _their_raw_logits(model_path: Path, pcm: np.ndarray, prefix: str | None = No
 
 def default_audio_dir() -> Path:
     """``$SAYSO_TEST_DATA/audio``, else ``tests/data/audio`` of the checkout this runs from (the tests'
-    data: see ``tests/conftest.py``)."""
+    data: see ``tests/support/data.py``)."""
     data = os.environ.get("SAYSO_TEST_DATA")
     return Path(data) / "audio" if data else Path.cwd() / "tests" / "data" / "audio"
 

@@ -7,9 +7,9 @@ entry, and an entry renamed or moved to the archive shows up here.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.data import ROOT
+
 PERFORMANCE = ROOT / "docs" / "PERFORMANCE.md"
 SOURCES = ("app", "engine", "packaging", "sayso", "shaders", "tests")
 POINTER = re.compile(r"docs/PERFORMANCE\.md:\s+([^)]+)\)")

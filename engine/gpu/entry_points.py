@@ -4,7 +4,7 @@ at 1.. (named as the WGSL names them; with the parameters they are its pipeline'
 may leave one unread) and its parameter struct at binding 0, field by field with the field's WGSL type.
 ``pack_into`` packs a dispatch's parameters by those types, so an int can't reach an ``f32`` field as
 its bit pattern, nor a float a ``u32``; a test reads the shaders and checks each declaration against
-them (``tests/gpu/test_entry_points.py``).
+them (``tests/engine/gpu/test_entry_points.py``).
 
 A fast version (``needs`` device features) stands beside the portable one it replaces, with the same
 bindings and parameters; ``engine.gpu.fast`` decides, by probing, which fast versions a device runs.

@@ -6,7 +6,7 @@ which the engine's load then waited for. Here it
 starts as soon as the library is loaded with the compiled C declarations (``engine.gpu.wgpu_ffi``),
 in C, without the GIL, while the imports go on; ``engine.gpu.native.adopt_instance`` hands it to
 wgpu-py before anything asks wgpu-py for one, only where it knows the installed wgpu-py
-(tests/gpu/test_gpu_core.py checks that wgpu-py uses the one made here).
+(tests/engine/gpu/test_core.py checks that wgpu-py uses the one made here).
 
 The instance looks at wgpu's "primary" backends only (Vulkan, Metal, DX12), not OpenGL: our kernels
 need what those offer, and probing OpenGL/EGL lengthened every start.

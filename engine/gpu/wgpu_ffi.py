@@ -13,7 +13,7 @@ the cache on the first start (named by the header's checksum, so another wgpu ve
 and loaded on every later one. wgpu-py makes its FFI as ``FFI(); ffi.cdef(header);
 ffi.set_source(...)``, so for the time of that import ``cffi.FFI`` hands out the compiled FFI,
 whose ``cdef`` and ``set_source`` have nothing left to do. This leans on how wgpu-py's ``_ffi``
-module is written; wgpu is pinned (pyproject.toml), and tests/gpu/test_gpu_core.py checks that wgpu-py
+module is written; wgpu is pinned (pyproject.toml), and tests/engine/gpu/test_core.py checks that wgpu-py
 runs on the compiled FFI.
 """
 

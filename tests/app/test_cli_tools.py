@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, needs_clips, words
+from support.cli import cli_env
+from support.data import AUDIO, ROOT, TINY_EN_GGUF, needs_clips
+from support.texts import JFK_WORDS, words
 from e2e.fixtures import portal, session_bus  # noqa: F401
 
 

@@ -27,7 +27,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from sayso.app.ui.coordinator import Coordinator  # noqa: E402
-from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
+from support.data import AUDIO, TINY_EN_GGUF  # noqa: E402
+from support.texts import JFK_WORDS, words  # noqa: E402
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop  # noqa: E402, F401
 from e2e.services import require  # noqa: E402

@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, words
+from support.cli import cli_env
+from support.data import AUDIO, ROOT, TINY_EN_GGUF
+from support.texts import JFK_WORDS, words
 from sayso.app.cli import main
 from sayso.app.core.archive import LOCK_NAME, MANIFEST_NAME, ArchiveFile, ArchiveRun, Manifest
 from sayso.engine.audio import load_audio, save_wav

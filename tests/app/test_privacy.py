@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
 
 CHILD = """
 import json, socket, sys

@@ -21,7 +21,8 @@ from e2e.fixtures import desktop, system_tray  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
 from e2e.target import TargetWindow  # noqa: E402
 
-from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, needs_clips, reference_words, words  # noqa: E402
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips  # noqa: E402
+from support.texts import JFK_WORDS, reference_words, words  # noqa: E402
 
 MODEL = TINY_EN_GGUF
 JFK = AUDIO / "jfk.wav"

@@ -16,7 +16,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from e2e.app_process import AppProcess  # noqa: E402
 from e2e.fixtures import desktop, portal, session_bus  # noqa: E402, F401
 
-from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
+from support.data import AUDIO, TINY_EN_GGUF  # noqa: E402
+from support.texts import JFK_WORDS, words  # noqa: E402
 
 MODEL = TINY_EN_GGUF
 JFK = AUDIO / "jfk.wav"

@@ -25,7 +25,8 @@ from e2e.target import TargetWindow, copied_in_a_wayland_app  # noqa: E402
 from sayso.app.ui.overlay import BOTTOM_MARGIN, WIDTH  # noqa: E402
 from sayso.app.ui.style import COLORS  # noqa: E402
 
-from conftest import AUDIO, JFK_WORDS, TINY_EN_GGUF, words  # noqa: E402
+from support.data import AUDIO, TINY_EN_GGUF  # noqa: E402
+from support.texts import JFK_WORDS, words  # noqa: E402
 
 
 def overlay_pixels(screenshot: np.ndarray) -> tuple[float, int]:

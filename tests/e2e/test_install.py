@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AUDIO, ROOT, TINY_EN_GGUF, reference_words, words
+from support.data import AUDIO, ROOT, TINY_EN_GGUF
+from support.texts import reference_words, words
 
 
 @pytest.fixture(scope="module")

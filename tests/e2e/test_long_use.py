@@ -26,7 +26,7 @@ import sys
 
 import pytest
 
-from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
 
 DICTATIONS = 200
 FILES = 50

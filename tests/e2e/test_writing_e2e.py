@@ -26,7 +26,7 @@ from sayso.app.core.text.pipeline import TextRules, apply_rules  # noqa: E402
 from sayso.app.core.text.vocabulary import parse_replacements  # noqa: E402
 from sayso.app.platform.focus import window_class  # noqa: E402
 
-from conftest import AUDIO, TINY_EN_GGUF  # noqa: E402
+from support.data import AUDIO, TINY_EN_GGUF  # noqa: E402
 
 REPLACEMENTS = "fellow americans -> fellow citizens"
 

@@ -9,7 +9,7 @@ import pytest
 import soundfile
 import soxr
 
-from conftest import AUDIO, needs_clips
+from support.data import AUDIO, needs_clips
 from sayso.engine.audio import Warnings, duration, load_audio, save_wav, stream_audio
 from sayso.engine.errors import AudioError
 

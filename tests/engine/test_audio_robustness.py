@@ -24,7 +24,7 @@ import pytest
 import soundfile
 import soxr
 
-from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
 from sayso.engine import reference
 from sayso.engine.audio import load_audio
 from sayso.engine.errors import AudioError

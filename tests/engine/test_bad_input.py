@@ -20,7 +20,9 @@ import pytest
 import soundfile
 import soxr
 
-from conftest import AUDIO, JFK_WORDS, ROOT, TINY_EN_GGUF, cli_env, words
+from support.cli import cli_env
+from support.data import AUDIO, ROOT, TINY_EN_GGUF
+from support.texts import JFK_WORDS, words
 from sayso.engine.errors import ModelFileError
 from sayso.engine.gguf.reader import ModelFile
 

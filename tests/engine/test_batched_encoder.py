@@ -1,6 +1,6 @@
 """Windows of several files encoded in one pass (``Engine.transcribe_many``, ``WhisperModel.encode_many``)
 give each file the transcript it gets alone, on the numpy backend; the GPU's are in
-tests/gpu/test_whisper_gpu.py."""
+tests/engine/whisper/test_whisper_gpu.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
 
 from sayso.engine.audio import load_audio, save_wav
 from sayso.engine.cpu.ops import NumpyOps

@@ -25,8 +25,7 @@ from sayso.engine import hub, models
 from sayso.engine.download import DownloadCancelled
 from sayso.engine.errors import ModelFileError, SaysoError
 from sayso.engine.gguf.reader import ModelFile
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.data import ROOT
 
 
 def sha256(data: bytes | Path) -> str:

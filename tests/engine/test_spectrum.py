@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from conftest import AUDIO
+from support.data import AUDIO
 from sayso.engine import spectrum
 from sayso.engine.audio import load_audio
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
 from sayso.engine.audio import load_audio
 from sayso.engine.silero import BLOCK, MODEL_SHA256, model_path
 from sayso.engine.vad import SAMPLE_RATE, Vad, speech_segments, speech_span

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import AUDIO, STREAM_WER_MARGIN, TINY_EN_GGUF, one_piece
+from support.data import AUDIO, TINY_EN_GGUF
+from support.texts import STREAM_WER_MARGIN, one_piece
 from sayso.engine.audio import load_audio
 from sayso.engine.accuracy import read_clips, telephone_band
 from sayso.engine.segmenter import SAMPLE_RATE
