@@ -129,8 +129,8 @@ class WhisperTranscriber:
         window: its own frames, then 0 in the normalised log-mel to the window's end. OpenAI's
         ``transcribe``, Hugging Face's ``generate`` and transcribe.cpp cut that window from the features
         of the whole audio and pad it so; padded with the silence floor that a short clip's padded audio
-        gives, the model went on past the audio's end with words that weren't said. Computed on the host:
-        once an audio, beside a window's encoder."""
+        gives, the model went on past the audio's end with words that weren't said (docs/PERFORMANCE.md:
+        last window's padding). Computed on the host: once an audio, beside a window's encoder."""
         n_frames, n_mels = 2 * self.model.config.n_audio_ctx, self.model.config.n_mels
         sound = min(len(pcm) // HOP_LENGTH, n_frames)
         mel = np.zeros((n_frames, n_mels), np.float32)  # time-major, as the encoder reads it
