@@ -22,7 +22,11 @@ trained on utterances, not long recordings."""
 
 
 class MoonshineTranscriber:
-    """Transcribes pieces of up to ``window_seconds``; the engine cuts longer audio into such pieces."""
+    """Transcribes pieces of up to ``window_seconds``; the engine cuts longer audio into such pieces at
+    its quietest moments (``engine.segmenter``). Whisper's long-form reading, each window starting where
+    the text of the one before ended and conditioned on it, needs timestamps and a prompt, and Moonshine
+    has neither: its text can't say where in the piece it stopped, so a cut must fall where no word is
+    (docs/PERFORMANCE.md: Moonshine's pieces)."""
 
     window_seconds = WINDOW_SECONDS
     stream_hooks = frozenset({"features", "interrupt"})
