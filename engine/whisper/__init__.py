@@ -107,11 +107,13 @@ class WhisperTranscriber:
         done, so a window that failed on a GPU runs again as it was on the CPU.
 
         ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``; ``encoded``: the
-        window already encoded (``encode_windows``), which it then is not again.
+        window already encoded (``encode_windows``), which it then is not again. A window after the first
+        that holds less than 30 s ends audio longer than one: its features are ``end_features``.
         """
-        window = min(len(pcm), int(self.window_seconds * SAMPLE_RATE))
+        full = int(self.window_seconds * SAMPLE_RATE)
+        window = min(len(pcm), full)
         mel = encoded
-        if mel is None and state.windows and window < int(self.window_seconds * SAMPLE_RATE):
+        if mel is None and state.windows and window < full:  # the end of audio longer than one window
             mel = self.end_features(pcm)
         elif mel is None:
             mel = (features or self.features())(pcm, n_frames=2 * self.model.config.n_audio_ctx)
