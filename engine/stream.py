@@ -27,7 +27,8 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
   little. Other families hear the piece's length and may change a word with more quiet ("10" for
   "ten"), so their key-up pass runs on the whole piece. A pass Whisper can't drop that the speaker
   made stale by going on may keep the key-up waiting for its rest, as a piece closed just before the
-  key-up does.
+  key-up does, and holds up the passes of pieces closed meanwhile: such a pass starts only while one
+  takes at most ``PAUSE_PASS_BUDGET``.
 * ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio, a small fraction of real time
   (docs/PERFORMANCE.md: a stream's feed).
 * Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
@@ -78,6 +79,8 @@ FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (th
 # the VAD sees the speaker's pause (hands-free dictation stops) at most this late
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
+PAUSE_PASS_BUDGET = 1.5  # seconds a pass may take for a pause to start one when the family can't drop it:
+# if the speaker goes on, the key-up may wait for its rest (docs/PERFORMANCE.md: dictation on the CPU)
 MIN_CLOSED_PIECE = 8.0  # seconds of a piece before the pause that closes it
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
@@ -282,9 +285,11 @@ class StreamSession:
                 return _Pass(piece, piece.pcm, span, language, self._samples)
             if self._kept_is_final(piece, language):
                 return None  # the speaker is still in the pause its pass heard: nothing new to transcribe
-            if self._final_so_far(piece, span):  # a pause: this pass is the key-up's unless speech comes again
+            droppable = "interrupt" in self.engine.transcriber.stream_hooks
+            if self._final_so_far(piece, span) and (droppable or self._last_seconds <= PAUSE_PASS_BUDGET):
+                # a pause: this pass is the key-up's unless speech comes again
                 return _Pass(piece, self._cutter.rest, span, language, self._samples)
-            if "interrupt" not in self.engine.transcriber.stream_hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
+            if not droppable and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
                 return None  # a pass the key-up might have to wait for: leave it all to finish()
             if self.partials and self._due(now):
                 return _Pass(piece, self._cutter.rest, span, language, self._samples)
