@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import AUDIO, TINY_EN_GGUF, needs_clips
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
 
 from sayso.engine.accuracy import their_windows
 from sayso.engine.audio import load_audio

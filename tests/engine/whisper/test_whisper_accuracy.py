@@ -13,7 +13,7 @@ than transcribe.cpp's. About 4 minutes on 2 cores for the clips, as much again f
 from __future__ import annotations
 
 import pytest
-from conftest import AUDIO, needs_clips
+from support.data import AUDIO, needs_clips
 
 from sayso.engine.accuracy import (NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary, summary_lines,
                                    telephone_band)
