@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 runtime=(libvulkan1 mesa-vulkan-drivers libportaudio2 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
          libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3 xdotool xclip x11-utils wtype wl-clipboard)
 testing=(xvfb xauth xterm trayer pulseaudio pulseaudio-utils libasound2-plugins dbus-daemon dunst
-         desktop-file-utils appstream sway foot grim espeak-ng)
+         desktop-file-utils appstream sway foot grim espeak-ng python3-gi gir1.2-gtk-3.0)
 packages=("${runtime[@]}")
 extras=""
 if [[ "${1:-}" == "--test" ]]; then

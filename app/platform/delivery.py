@@ -55,7 +55,11 @@ WTYPE_KEYMAP_MS = "100"
 """wtype sends its own keymap before its keys, and a client (Qt's, for one) drops the keys that arrive
 before it has applied the keymap: the first typed character, or the whole Ctrl+V. wtype waits this long
 (its ``-s``) before the first key."""
-WTYPE_PASTE = ["wtype", "-s", WTYPE_KEYMAP_MS, "-M", "ctrl", "v", "-m", "ctrl"]
+WTYPE_PASTE = ["wtype", "-s", WTYPE_KEYMAP_MS, "-M", "ctrl", "v", "-m", "ctrl", "-p", "Control_L"]
+"""Ctrl+V, then Ctrl's key let go. wtype's keymap holds only the keys it sends, in the order named, and GTK 3
+finds a shortcut's key among a keymap's keys below its highest keycode: with ``v`` alone that highest key, a
+GTK 3 app (Mousepad, gedit) never pastes. The release of Control_L, which ends every Ctrl+V on a real
+keyboard, puts a key above it."""
 CLIPBOARD_RESTORE_MS = 600  # time the target gets to fetch the pasted text before the old clipboard returns
 CLIPBOARD_ANSWER_S = 0.5  # time the clipboard's owner gets to say what it holds before a paste is typed instead
 TYPE_DELAY_MS = 4  # between typed keystrokes: fast, yet slow enough for apps that drop bursts

@@ -1,21 +1,25 @@
 """Driving target_window.py: a real text field in another process, on the test's X display, or on a
 Wayland compositor when ``env`` says so (there no client can find or focus another's window: the
-compositor gives the newest window the focus)."""
+compositor gives the newest window the focus); and gtk_target_window.py, a GTK 3 text view on Wayland."""
 
 from __future__ import annotations
 
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from e2e.target_window import OWN_TYPE
 
 PROGRAM = Path(__file__).with_name("target_window.py")
+GTK_PROGRAM = Path(__file__).with_name("gtk_target_window.py")
 
 
 class TargetWindow:
@@ -25,7 +29,7 @@ class TargetWindow:
         self.title = title
         env = {**os.environ, "QT_QPA_PLATFORM": "xcb", **(env or {})}
         self.process = subprocess.Popen(
-            [sys.executable, str(PROGRAM), title], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            self._program(title), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
         self.lines: queue.Queue = queue.Queue()
         self.keys: list[str] = []  # the key presses the field received ("Ctrl+V"), as they came
@@ -39,6 +43,9 @@ class TargetWindow:
             ["xdotool", "search", "--sync", "--name", f"^{title}$"], capture_output=True, text=True, timeout=60
         )
         self.window = found.stdout.split()[0]
+
+    def _program(self, title: str) -> list[str]:
+        return [sys.executable, str(PROGRAM), title]
 
     def _read(self) -> None:
         for line in self.process.stdout:
@@ -92,6 +99,18 @@ class TargetWindow:
             self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
+
+
+class GtkTargetWindow(TargetWindow):
+    """A GTK 3 text view on the Wayland compositor of ``env``, run by the distribution's python3, for which
+    Debian's python3-gi is built (the project's Python may be another)."""
+
+    def _program(self, title: str) -> list[str]:
+        python = shutil.which("python3", path=os.defpath) or "python3"
+        has_gtk = "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"
+        if subprocess.run([python, "-c", has_gtk], capture_output=True, timeout=30).returncode != 0:
+            pytest.fail(f"{python} has no GTK 3: apt-get install -y python3-gi gir1.2-gtk-3.0")
+        return [python, str(GTK_PROGRAM), title]
 
 
 def copied_in_a_wayland_app(title: str, env: dict[str, str]) -> TargetWindow:

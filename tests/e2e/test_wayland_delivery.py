@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from e2e.command_lines import CommandLineWatch  # noqa: E402
 from e2e.fixtures import sway  # noqa: E402, F401
 from e2e.services import require  # noqa: E402
-from e2e.target import TargetWindow  # noqa: E402
+from e2e.target import GtkTargetWindow, TargetWindow  # noqa: E402
 from sayso.app.platform.data_control import DataControlClipboard  # noqa: E402
 from sayso.app.platform.delivery import Delivery  # noqa: E402
 
@@ -143,3 +143,25 @@ def test_on_sway_the_target_is_the_focused_window_so_dictations_into_it_join(qtb
         for window in (first, second):
             if window is not None:
                 window.close()
+
+
+def test_a_paste_on_sway_reaches_a_gtk3_editor(qtbot, sway, monkeypatch):
+    """GTK 3 (Mousepad, gedit) finds a shortcut's key through the keymap's keys below its highest keycode,
+    and wtype's keymap holds only the keys it sends: pasted with Ctrl+V alone, the ``v`` is that highest
+    key, and the text view never pastes. The text arrives, and its text view saw Ctrl+V."""
+    require("wtype")
+    env = _in_sways_session(sway, monkeypatch)
+    editor = GtkTargetWindow("sayso-gtk3-editor", env=env)  # opened last, so sway gives it the focus
+    try:
+        _wait_focused(sway, "sayso-gtk3-editor")
+        delivery = Delivery()
+        text = "Pasted into GTK 3, 4711: ünïcödé."
+        with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
+            delivery.deliver(text, delivery.capture_target(), "paste")
+        result = done.args[0]
+        assert result.delivered and result.method == "paste" and not result.confirmed, result
+        assert editor.wait_for_text(lambda t: t == text, timeout=20) == text
+        assert editor.keys == ["<Primary>v"]
+        delivery.close()
+    finally:
+        editor.close()
