@@ -35,7 +35,7 @@ FAMILY_NAMES = {"whisper": "Whisper", "moonshine": "Moonshine", "parakeet": "Par
 """A family as people read it."""
 
 CPU_SIZE = 100e6
-"""Bytes: a model file up to this size keeps up with dictation on a CPU (docs/PERFORMANCE.md)."""
+"""Bytes: a model file up to this size keeps up with dictation on a CPU (docs/PERFORMANCE.md: models for a CPU)."""
 
 ORGANIZATION = "handy-computer"
 QUANT = "Q8_0"

@@ -80,7 +80,7 @@ FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (th
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
 PAUSE_PASS_BUDGET = 1.5  # seconds a pass may take for a pause to start one when the family can't drop it:
-# if the speaker goes on, the key-up may wait for its rest (docs/PERFORMANCE.md: dictation on the CPU)
+# if the speaker goes on, the key-up may wait for its rest (docs/PERFORMANCE.md: the pause's pass)
 MIN_CLOSED_PIECE = 8.0  # seconds of a piece before the pause that closes it
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 

@@ -107,7 +107,7 @@ class FastTier:
     def _read_small(self, out) -> np.ndarray:
         """``out`` [threads, 2] read back in parts that each go through the recorder's write-mapped
         staging (``SMALL_READ`` with its 16-byte mark): a read through ``MAP_READ`` would bring the
-        process a 64 MB block of pinned memory for the probes' sake."""
+        process a large block of pinned memory for the probes' sake (docs/PERFORMANCE.md: small read-backs)."""
         row_bytes = 2 * out.dtype.itemsize
         step = (SMALL_READ - 16) // row_bytes * row_bytes
         parts = [self.ops.recorder.read(out.buffer, min(step, out.nbytes - start), start)

@@ -60,9 +60,9 @@ SMALL_READ = 4096
 """Reads of at most this many bytes (the mark included) go through a write-mapped staging buffer
 where the device allows one (``Device.write_mapped_reads``), larger ones through ``MAP_READ``.
 
-Why: wgpu-native gives every ``MAP_READ`` buffer memory from a 64 MB block of pinned host memory that it
+Why: wgpu-native gives every ``MAP_READ`` buffer memory from a large block of pinned host memory that it
 keeps for the process's life (wgpu's ``MemoryHints::Performance``, which its C API can't change): the first
-read-back adds 64 MB to the resident size. A ``MAP_WRITE`` buffer gets memory the host sees and the GPU
+read-back adds the whole block to the resident size. A ``MAP_WRITE`` buffer gets memory the host sees and the GPU
 writes fast, on a discrete GPU its own memory through the PCIe BAR, which is not the process's. Reading it
 back is slow per byte (docs/PERFORMANCE.md: small read-backs), so it serves the reads a decoder makes, a
 selection of tokens or one number."""
