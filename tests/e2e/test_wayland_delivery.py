@@ -24,18 +24,14 @@ def test_text_typed_and_pasted_on_sway_reaches_the_focused_app_and_no_command_li
     monkeypatch.delenv("SWAYSOCK", raising=False)
     editor = TargetWindow("sayso-wayland-private", env=env)  # opened last, so sway gives it the focus
     try:
-        deadline = time.monotonic() + 30
-        while not any(w["name"] == "sayso-wayland-private" and w["focused"] for w in sway.windows()):
-            assert time.monotonic() < deadline, sway.windows()
-            time.sleep(0.1)
+        _wait_focused(sway, "sayso-wayland-private")
         secret = "my PIN is 4711, the door code 0815: ünïcödé too."
         delivery = Delivery()
         with CommandLineWatch(secret) as watch:
             for method, expected in (("type", secret), ("paste", secret * 2)):
-                with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
-                    delivery.deliver(secret, delivery.capture_target(), method)
-                assert done.args[0].delivered, done.args[0].message
-                assert not done.args[0].confirmed and "not confirmed" in done.args[0].message  # nobody can tell
+                result = _delivered(qtbot, delivery, secret, method)
+                assert result.delivered, result.message
+                assert not result.confirmed and "not confirmed" in result.message  # nobody can tell
                 assert editor.wait_for_text(lambda t, e=expected: t == e, timeout=20) == expected
         assert watch.rounds > 10 and watch.found == []
         delivery.close()
@@ -54,17 +50,13 @@ def test_where_there_is_no_data_control_wl_clipboard_pastes_and_gives_the_text_b
     subprocess.run(["wl-copy"], input=b"what the user had copied", check=True, timeout=10)
     editor = TargetWindow("sayso-wayland-wl-copy", env=env)
     try:
-        deadline = time.monotonic() + 30
-        while not any(w["name"] == "sayso-wayland-wl-copy" and w["focused"] for w in sway.windows()):
-            assert time.monotonic() < deadline, sway.windows()
-            time.sleep(0.1)
+        _wait_focused(sway, "sayso-wayland-wl-copy")
         delivery = Delivery()
         delivery._clipboard = DataControlClipboard("sayso-no-compositor-here")
         secret = "pasted through wl-copy, 0815"
         with CommandLineWatch(secret) as watch:
-            with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
-                delivery.deliver(secret, delivery.capture_target(), "paste")
-            assert done.args[0].delivered, done.args[0].message
+            result = _delivered(qtbot, delivery, secret, "paste")
+            assert result.delivered, result.message
             assert editor.wait_for_text(lambda t: t == secret, timeout=20) == secret
         assert watch.rounds > 10 and watch.found == []
         # The restoring wl-copy starts as the delivery ends, its input written by Qt's event loop.
@@ -81,6 +73,13 @@ def _in_sways_session(sway, monkeypatch) -> dict[str, str]:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
+
+
+def _delivered(qtbot, delivery: Delivery, text: str, method: str, target=None):
+    """``text`` delivered by ``method`` to ``target`` (the focused window where None), once Delivery says how."""
+    with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
+        delivery.deliver(text, delivery.capture_target() if target is None else target, method)
+    return done.args[0]
 
 
 def _wait_focused(sway, title: str) -> dict:
@@ -103,9 +102,7 @@ def test_on_sway_a_terminal_gets_the_text_typed_where_paste_is_asked(qtbot, sway
         _wait_focused(sway, "sayso-foot")
         delivery = Delivery()
         text = "Typed into a terminal, 4711."
-        with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
-            delivery.deliver(text, delivery.capture_target(), "paste")
-        result = done.args[0]
+        result = _delivered(qtbot, delivery, text, "paste")
         assert result.delivered and result.method == "type" and not result.confirmed, result
         qtbot.waitUntil(lambda: out.exists() and out.read_text() == text, timeout=10_000)
     finally:
@@ -134,9 +131,8 @@ def test_on_sway_the_target_is_the_focused_window_so_dictations_into_it_join(qtb
         second = TargetWindow("sayso-sway-second", env=env)  # opened last, so sway focuses it
         _wait_focused(sway, "sayso-sway-second")
         assert delivery.capture_target() not in (None, target) and last.previous(delivery.capture_target()) is None
-        with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
-            delivery.deliver("meant for the first window", target, "type")
-        assert not done.args[0].delivered and "window changed" in done.args[0].message
+        result = _delivered(qtbot, delivery, "meant for the first window", "type", target)
+        assert not result.delivered and "window changed" in result.message
         qtbot.wait(500)
         assert first.text == "" and second.text == ""
     finally:
@@ -156,9 +152,7 @@ def test_a_paste_on_sway_reaches_a_gtk3_editor(qtbot, sway, monkeypatch):
         _wait_focused(sway, "sayso-gtk3-editor")
         delivery = Delivery()
         text = "Pasted into GTK 3, 4711: ünïcödé."
-        with qtbot.waitSignal(delivery.done, timeout=30_000) as done:
-            delivery.deliver(text, delivery.capture_target(), "paste")
-        result = done.args[0]
+        result = _delivered(qtbot, delivery, text, "paste")
         assert result.delivered and result.method == "paste" and not result.confirmed, result
         assert editor.wait_for_text(lambda t: t == text, timeout=20) == text
         assert editor.keys == ["<Primary>v"]
