@@ -242,9 +242,9 @@ class WindowRecorder:
     def __getattr__(self, name: str):
         return getattr(self.model, name)
 
-    def encode(self, mel: np.ndarray):
+    def encode(self, mel: np.ndarray, interrupt=None):
         self.windows.append([])
-        return self.model.encode(mel)
+        return self.model.encode(mel, interrupt)
 
     def prefill(self, state, token_ids: list[int]):
         logits = self.model.prefill(state, token_ids)

@@ -10,7 +10,7 @@ only to the transcribers that declare it in their ``stream_hooks``:
 * ``features``: an object from the transcriber's ``features()`` that keeps the frontend's frames
   between calls on audio that grows at its end, so each frame is computed once (Whisper, Moonshine).
 * ``interrupt``: a ``threading.Event``; once it is set the work stops with ``errors.Interrupted``
-  (Moonshine, between encoder blocks and decoder steps).
+  (Moonshine and Whisper, between encoder blocks and decoder steps).
 """
 
 from __future__ import annotations

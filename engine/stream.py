@@ -25,10 +25,8 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
   piece padded with silence to its window, so the quiet it did not hear changes its text little:
   the take's text is the offline one, and the words' probabilities (perhaps their times) may differ a
   little. Other families hear the piece's length and may change a word with more quiet ("10" for
-  "ten"), so their key-up pass runs on the whole piece. A pass Whisper can't drop that the speaker
-  made stale by going on may keep the key-up waiting for its rest, as a piece closed just before the
-  key-up does, and holds up the passes of pieces closed meanwhile: such a pass starts only while one
-  takes at most ``PAUSE_PASS_BUDGET``.
+  "ten"), so their key-up pass runs on the whole piece. If the speaker goes on, the pass is stale
+  (below; docs/PERFORMANCE.md: the pause's pass).
 * ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio, a small fraction of real time
   (docs/PERFORMANCE.md: a stream's feed).
 * Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
@@ -47,13 +45,17 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
 Passes while speech goes on give the partial text. Each costs more than the last (the encoder sees the
 whole piece), so they keep to real time: another starts only when the audio that arrived since the
 last one started is at least as long as that pass took, and at least ``MIN_STEP``; until then it is
-skipped, never queued. A partial pass under way when its piece is closed (or at ``finish``) is stale:
-families that take an ``interrupt`` (Moonshine) drop it at their next encoder block or decoder step so
-the pass that counts starts at once. With the others (Whisper) it runs to its end first, so for them
-partial passes on the open piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the
-engine remembers the last pass's time from one dictation to the next): the key-up must never wait
-seconds for a pass it can't use. Whisper on a GPU streams; on a CPU, where every pass encodes 30 s for
-seconds, only closed pieces and the open piece at a pause are transcribed before the key-up.
+skipped, never queued.
+
+A pass under way is stale the moment newer audio makes it useless: its piece was closed (or the key-up
+came, ``finish``) and the pass heard less of it than its final pass will; or it is a pause's pass and
+the speaker went on, so its text is no longer final, and no partial text is wanted or the next
+pause's pass is due. Families that take an ``interrupt`` (Moonshine, Whisper) drop it at their next
+encoder block or decoder step (a GPU's batch of steps, with no read-back for it), so the pass that
+counts starts at once. The others run it to its end first, so for them partial passes on the open
+piece run only while one takes at most ``UNINTERRUPTIBLE_BUDGET`` (the engine remembers the last
+pass's time from one dictation to the next): the key-up must never wait seconds for a pass it can't
+use.
 """
 
 from __future__ import annotations
@@ -78,9 +80,7 @@ log = logging.getLogger(__name__)
 FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (the app's tick, the bench's chunk):
 # the VAD sees the speaker's pause (hands-free dictation stops) at most this late
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
-UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for passes to run when the family can't drop one
-PAUSE_PASS_BUDGET = 1.5  # seconds a pass may take for a pause to start one when the family can't drop it:
-# if the speaker goes on, the key-up may wait for its rest (docs/PERFORMANCE.md: the pause's pass)
+UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for partial passes to run when the family can't drop one
 MIN_CLOSED_PIECE = 8.0  # seconds of a piece before the pause that closes it
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
@@ -285,11 +285,9 @@ class StreamSession:
                 return _Pass(piece, piece.pcm, span, language, self._samples)
             if self._kept_is_final(piece, language):
                 return None  # the speaker is still in the pause its pass heard: nothing new to transcribe
-            droppable = "interrupt" in self.engine.transcriber.stream_hooks
-            if self._final_so_far(piece, span) and (droppable or self._last_seconds <= PAUSE_PASS_BUDGET):
-                # a pause: this pass is the key-up's unless speech comes again
+            if self._final_so_far(piece, span):  # a pause: this pass is the key-up's unless speech comes again
                 return _Pass(piece, self._cutter.rest, span, language, self._samples)
-            if not droppable and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
+            if "interrupt" not in self.engine.transcriber.stream_hooks and self._last_seconds > UNINTERRUPTIBLE_BUDGET:
                 return None  # a pass the key-up might have to wait for: leave it all to finish()
             if self.partials and self._due(now):
                 return _Pass(piece, self._cutter.rest, span, language, self._samples)
@@ -320,11 +318,22 @@ class StreamSession:
         return piece.key is not None and piece.key[1] == language and self._final_so_far(piece, piece.key[0])
 
     def _drop_stale_pass(self) -> None:
-        """Interrupt the pass under way if its piece was cut since it started (called with the lock held):
-        the piece's final pass, on all of its audio, is the one that counts now."""
+        """Interrupt the pass under way once it is stale (module docstring; called with the lock held)."""
         job = self._in_flight
-        if job is not None and not job.interrupt.is_set() and job.piece.pcm is not None and job.span != job.piece.span:
+        if job is not None and not job.interrupt.is_set() and self._stale(job):
             job.interrupt.set()
+
+    def _stale(self, job: _Pass) -> bool:
+        """Whether newer audio made ``job`` useless (called with the lock held): its piece was cut since it
+        started (the piece's final pass, on all of its audio, is the one that counts now); or speech came
+        after the pause it heard, so its text is no longer final, and it would give no partial text or a
+        pass on the new pause is due."""
+        piece = job.piece
+        if piece.pcm is not None:
+            return job.span != piece.span
+        if self._final_so_far(piece, job.span):
+            return False
+        return not self.partials or self._final_so_far(piece, self._live_span(piece))
 
     def _due(self, now: float) -> bool:
         """Whether a partial pass keeps up with real time (see the module docstring)."""

@@ -40,7 +40,7 @@ class WhisperTranscriber:
     before it ended and conditioned on that text (``long_form``, ``transcribe_window``)."""
 
     window_seconds = WINDOW_SECONDS
-    stream_hooks = frozenset({"features", "encoded"})
+    stream_hooks = frozenset({"features", "encoded", "interrupt"})
 
     def __init__(self, model_file: ModelFile, ops: Backend):
         self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
@@ -100,7 +100,7 @@ class WhisperTranscriber:
 
     def transcribe_window(self, state: LongForm, pcm: np.ndarray, offset: float = 0.0,
                           features: LogMel | BackendLogMel | None = None,
-                          encoded: EncoderOutput | None = None) -> tuple[list[Segment], int]:
+                          encoded: EncoderOutput | None = None, interrupt=None) -> tuple[list[Segment], int]:
         """Segments of the window that starts at ``pcm``'s first sample, ``offset`` seconds into the audio
         (its first 30 s; less at the end of the audio), and the samples from its start to where the next
         window starts. ``state`` (from ``long_form``) is moved on to the next window only once this one is
@@ -109,6 +109,8 @@ class WhisperTranscriber:
         ``features``: from ``features()``, fed every earlier, shorter start of ``pcm``; ``encoded``: the
         window already encoded (``encode_windows``), which it then is not again. A window after the first
         that holds less than 30 s ends audio longer than one: its features are ``end_features``.
+        ``interrupt``: a ``threading.Event``; once it is set the work stops with ``errors.Interrupted``
+        at the next encoder block or batch of decoder steps, ``state`` as it was.
         """
         full = int(self.window_seconds * SAMPLE_RATE)
         window = min(len(pcm), full)
@@ -118,7 +120,8 @@ class WhisperTranscriber:
         elif mel is None:
             mel = (features or self.features())(pcm, n_frames=2 * self.model.config.n_audio_ctx)
         text = transcribe_window(self.model, self.tokenizer, mel, language=state.language, task=state.task,
-                                 prompt=state.context or None, offset=offset, duration=window / SAMPLE_RATE)
+                                 prompt=state.context or None, offset=offset, duration=window / SAMPLE_RATE,
+                                 interrupt=interrupt)
         state.language = text.language
         # A text that failed the quality checks (low confidence, a loop) would lead the next window astray.
         state.context = (state.context + text.tokens)[-state.limit:] if text.plausible else []
@@ -142,15 +145,17 @@ class WhisperTranscriber:
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
                    features: LogMel | BackendLogMel | None = None,
-                   encoded: EncoderOutput | None = None) -> tuple[list[Segment], str]:
+                   encoded: EncoderOutput | None = None, interrupt=None) -> tuple[list[Segment], str]:
         """Segments of ``pcm`` of any length, in seconds from the start of the file, window after window
-        (``transcribe_window``); ``features`` and ``encoded`` serve the first window."""
+        (``transcribe_window``); ``features`` and ``encoded`` serve the first window, ``interrupt`` every
+        window."""
         state = self.long_form(language, task, prompt)
         segments: list[Segment] = []
         start = 0
         while len(pcm) - start >= MIN_WINDOW:
             found, seek = self.transcribe_window(state, pcm[start:], offset + start / SAMPLE_RATE,
-                                                 features if start == 0 else None, encoded if start == 0 else None)
+                                                 features if start == 0 else None, encoded if start == 0 else None,
+                                                 interrupt)
             segments.extend(found)
             start += seek
         return segments, state.language or ""

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sayso.engine.errors import NonFiniteOutput
+from sayso.engine.errors import NonFiniteOutput, check_interrupt
 from sayso.engine.ops import WhisperRules
 from sayso.engine.transcript import Segment, Token
 from sayso.engine.whisper.model import DecoderState, EncoderOutput, WhisperConfig, WhisperModel
@@ -147,8 +147,10 @@ def decode_window(
     task: str = "transcribe",
     prompt_tokens: list[int] | None = None,
     timestamps: bool = True,
+    interrupt=None,
 ) -> DecodingResult:
-    """Greedy decoding of one encoded window (see the module docstring for the rules)."""
+    """Greedy decoding of one encoded window (see the module docstring for the rules). ``interrupt``: see
+    ``sample_greedy``."""
     c = model.config
     if task not in ("transcribe", "translate"):
         raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}")
@@ -184,7 +186,8 @@ def decode_window(
     if rest:
         logits = model.prefill(state, rest)
     max_sampled = min(SAMPLE_LEN, c.n_text_ctx - state.position)  # each sampled token but the last is fed
-    chosen, chosen_logprobs = sample_greedy(model, state, logits, logit_rules(c, tokenizer, timestamps), max_sampled)
+    chosen, chosen_logprobs = sample_greedy(model, state, logits, logit_rules(c, tokenizer, timestamps), max_sampled,
+                                            interrupt)
     if read_language is not None:
         language = tokenizer.language_code(int(read_language()[0][0]))
     no_speech_prob = float(read_no_speech()[0, 0]) if read_no_speech is not None else 0.0
@@ -199,7 +202,7 @@ def decode_window(
 
 
 def sample_greedy(
-    model: WhisperModel, state: DecoderState, logits, rules: WhisperRules, max_sampled: int
+    model: WhisperModel, state: DecoderState, logits, rules: WhisperRules, max_sampled: int, interrupt=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Choose tokens from ``logits`` (the tensor [1, n_vocab] after the SOT sequence) on, feeding each
     back, until EOT or ``max_sampled`` tokens; returns them (EOT last if chosen) and their log-probs.
@@ -215,6 +218,10 @@ def sample_greedy(
     records the next, and a window ends with one batch run in vain. The decoder's position is on
     the backend (``DecoderState.at``), so a full batch records the same work each time and a GPU
     replays it (``Ops.repeatable``) rather than running the model's Python for every step.
+
+    ``interrupt``: a ``threading.Event`` looked at on the host before each batch is recorded
+    (``errors.Interrupted``), so that it adds no read-back; a batch in flight then is dropped with its
+    read, as at EOT.
     """
     ops = model.ops
     selection = ops.whisper_selection(rules, max_sampled)
@@ -233,6 +240,7 @@ def sample_greedy(
     ahead = 1 if steps_per_read > 1 else 0  # batches in flight while one is recorded
     reads = deque()  # reads of the selection after each batch, not looked at yet, oldest first
     while True:
+        check_interrupt(interrupt)
         batch = min(steps_per_read, max_sampled - recorded)
         if batch == steps_per_read:
             full_batch()
@@ -274,22 +282,25 @@ def transcribe_window(
     offset: float = 0.0,
     duration: float = WINDOW_SECONDS,
     timestamps: bool = True,
+    interrupt=None,
 ) -> WindowText:
     """Transcribe one window: mel [n_mels, 3000], log-mel of 30 s of audio starting at ``offset`` s, or
     the window already encoded (``WhisperModel.encode_many``).
 
     ``prompt``: text (or token ids, e.g. the windows' before) to condition on. ``duration``: seconds of
     real audio in the window, the end of a segment that has no closing timestamp. A window the model
-    calls silence gives no segments and is passed over whole.
+    calls silence gives no segments and is passed over whole. ``interrupt``: a ``threading.Event``; once
+    it is set the work stops with ``errors.Interrupted`` at the next encoder block or batch of decoder
+    steps (``WhisperModel.encode``, ``sample_greedy``).
     """
     if isinstance(prompt, str):  # OpenAI's initial_prompt: the text with one leading space
         prompt = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else None
-    encoded = mel if isinstance(mel, EncoderOutput) else model.encode(mel)
-    result = decode_window(model, tokenizer, encoded, language, task, prompt, timestamps)
+    encoded = mel if isinstance(mel, EncoderOutput) else model.encode(mel, interrupt)
+    result = decode_window(model, tokenizer, encoded, language, task, prompt, timestamps, interrupt)
     passed = plausible(tokenizer, result)
     if prompt and not passed:
         log.warning("The text decoded with the prompt failed the quality checks; this window is decoded without it.")
-        result = decode_window(model, tokenizer, encoded, language, task, None, timestamps)
+        result = decode_window(model, tokenizer, encoded, language, task, None, timestamps, interrupt)
     if result.no_speech_prob > NO_SPEECH_THRESHOLD and result.avg_logprob <= LOGPROB_THRESHOLD:
         return WindowText([], result.language, duration, [], passed)
     segments, resume = split_segments(tokenizer, result, offset, duration)

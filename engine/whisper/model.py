@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass
 import numpy as np
 
-from sayso.engine.errors import ModelFileError
+from sayso.engine.errors import ModelFileError, check_interrupt
 from sayso.engine.layers import (Linear, Norm, NormedRow, apply, conv, decoder_block, encoder_block, in_submissions,
                                   layer_norm, norm)
 from sayso.engine.ops import Backend, KVCache, Position, Tensor
@@ -147,9 +147,10 @@ class WhisperModel:
 
     # ---- encoder ------------------------------------------------------------------------------------
 
-    def encode(self, mel: np.ndarray | Tensor) -> EncoderOutput:
+    def encode(self, mel: np.ndarray | Tensor, interrupt=None) -> EncoderOutput:
         """Encode one 30 s window. mel: float32 [n_mels, 2*n_audio_ctx] (``frontend.log_mel``), or the
-        backend's tensor [2*n_audio_ctx, n_mels] (``frontend.BackendLogMel``)."""
+        backend's tensor [2*n_audio_ctx, n_mels] (``frontend.BackendLogMel``). ``interrupt``: a
+        ``threading.Event`` looked at before each block (``errors.Interrupted``)."""
         c = self.config
         on_backend = not isinstance(mel, np.ndarray)
         shape = (2 * c.n_audio_ctx, c.n_mels) if on_backend else (c.n_mels, 2 * c.n_audio_ctx)
@@ -157,7 +158,7 @@ class WhisperModel:
             raise ValueError(f"the encoder takes a log-mel of shape {shape}, got {tuple(mel.shape)}; "
                              "pad or trim the audio to 30 s first")
         x = mel if on_backend else self.ops.tensor(np.ascontiguousarray(mel.T))  # time-major [3000, n_mels]
-        return self._encode(x, 1)[0]
+        return self._encode(x, 1, interrupt)[0]
 
     def encode_many(self, mels: list[np.ndarray | Tensor]) -> list[EncoderOutput]:
         """Encode several 30 s windows in one pass, each mel as ``encode`` takes it: the products take the
@@ -174,13 +175,15 @@ class WhisperModel:
             return []
         return self._encode(self.ops.tensor(np.concatenate(frames)), len(frames))  # time-major [B*3000, n_mels]
 
-    def _encode(self, x: Tensor, batch: int) -> list[EncoderOutput]:
-        """The encoder on ``batch`` windows' log-mels one after the other, x: [batch*2*n_audio_ctx, n_mels]."""
+    def _encode(self, x: Tensor, batch: int, interrupt=None) -> list[EncoderOutput]:
+        """The encoder on ``batch`` windows' log-mels one after the other, x: [batch*2*n_audio_ctx, n_mels].
+        ``interrupt``: see ``encode``; looked at on the host, it adds no read-back."""
         ops, c = self.ops, self.config
         x = ops.gemm(ops.im2col(x, CONV_KERNEL, 1, 1, batch), self.conv0.weight, self.conv0.bias, act="gelu")
         x = ops.gemm(ops.im2col(x, CONV_KERNEL, 2, 1, batch), self.conv1.weight, self.conv1.bias, act="gelu")
         x = ops.add(x, self._positions(batch))  # [batch*1500, d]
         for block in in_submissions(ops, self.enc_blocks):
+            check_interrupt(interrupt)
             h = self._layer_norm(x, block.norm_attn)
             attn = block.attn
             q, k, v = self._apply(h, attn.q), self._apply(h, attn.k), self._apply(h, attn.v)
