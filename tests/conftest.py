@@ -20,10 +20,6 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 # The WebGPU implementation (SAYSO_WEBGPU) is chosen before any test module imports wgpu, which fixes it.
 import sayso.engine.gpu  # noqa: E402, F401
 from support.data import TINY_EN_GGUF, needs_clips, require, shipped  # noqa: E402
-# BEGIN re-exported from support
-from support.data import AUDIO  # noqa: E402, F401
-from support.texts import STREAM_WER_MARGIN, one_piece, words  # noqa: E402, F401
-# END re-exported from support
 
 
 def pytest_configure(config):

@@ -13,8 +13,9 @@ import time
 
 import numpy as np
 import pytest
+from support.data import AUDIO, TINY_EN_GGUF, needs_clips
+from support.texts import STREAM_WER_MARGIN, one_piece, words
 
-from conftest import AUDIO, STREAM_WER_MARGIN, TINY_EN_GGUF, needs_clips, one_piece, words
 from sayso.engine.audio import load_audio
 from sayso.engine.errors import Interrupted
 from sayso.engine.gguf.reader import ModelFile
