@@ -34,9 +34,9 @@ def windows():
         decoded.append((offset, prompt, segments, seek))
         return segments, seek
 
-    def encoded(mel):
+    def encoded(mel, interrupt=None):
         features.append(np.array(mel))
-        return encode(mel)
+        return encode(mel, interrupt)
 
     transcriber.transcribe_window, transcriber.model.encode = recorded, encoded
     pcm = load_audio(AUDIO / LECTURE)
