@@ -198,6 +198,19 @@ class Engine:
             vad.feed(piece)
         return vad.span()
 
+    @property
+    def speech_at(self) -> Callable[[np.ndarray], list[tuple[int, int]]] | None:
+        """The voice detector for a family that reads on past a pause (``engine.families``: ``speech_at``),
+        or None when this engine doesn't detect speech."""
+        return None if self.vad is None else self._speech_in
+
+    def _speech_in(self, samples: np.ndarray) -> list[tuple[int, int]]:
+        """The speech in ``samples`` as (start, end) sample indices (``Vad.segments``)."""
+        vad = Vad(model=self.vad)
+        with self._host_work():
+            vad.feed(samples)
+        return vad.segments()
+
     def _host_work(self) -> AbstractContextManager:
         """Where this engine's work on the CPU runs beside a GPU's: BLAS on ``HOST_BLAS_THREADS``."""
         return blas_threads(HOST_BLAS_THREADS) if self.ops.runs_beside_host else nullcontext()
@@ -216,7 +229,7 @@ class Engine:
         if span is None:
             return [], language
         start, end, speech = span
-        given = {"features": features, "interrupt": interrupt, "encoded": encoded}
+        given = {"features": features, "interrupt": interrupt, "encoded": encoded, "speech_at": self.speech_at}
         hooks = self.transcriber.stream_hooks
         extra = {name: value for name, value in given.items() if value is not None and name in hooks}
         segments, language = self._on_backend(
@@ -233,7 +246,8 @@ class Engine:
         its speech from sample ``speech`` on), and the samples from its start to where the next window
         starts; ``state``: the family's ``long_form``, moved on to the next window. ``encoded``: the
         window encoded already (``transcribe_many``)."""
-        extra = {} if encoded is None else {"encoded": encoded}
+        given = {"encoded": encoded, "speech_at": self.speech_at}
+        extra = {name: value for name, value in given.items() if value is not None}
         segments, seek = self._on_backend(
             lambda: self.transcriber.transcribe_window(state, window, offset, **extra),
             lambda: self.transcribe_window(state, window, offset, speech))  # the GPU's window is gone

@@ -4,13 +4,17 @@ Each family is one package (``engine/whisper``, ...; ``engine.catalogue.FAMILIES
 ``Family``: its ``load(model_file, ops)`` returns a ``Transcriber``, which transcribes one piece of
 audio at a time (``engine.engine.Engine`` cuts longer audio into pieces).
 
-Two optional keyword arguments of ``transcribe`` serve live dictation (``engine.stream``), each passed
-only to the transcribers that declare it in their ``stream_hooks``:
+Optional keyword arguments of ``transcribe`` serve live dictation (``engine.stream``) and long audio,
+each passed only to the transcribers that declare it in their ``stream_hooks``:
 
 * ``features``: an object from the transcriber's ``features()`` that keeps the frontend's frames
   between calls on audio that grows at its end, so each frame is computed once (Whisper, Moonshine).
 * ``interrupt``: a ``threading.Event``; once it is set the work stops with ``errors.Interrupted``
   (Moonshine and Whisper, between encoder blocks and decoder steps).
+* ``encoded``: the first window already encoded in a batch (Whisper, ``Engine.transcribe_many``).
+* ``speech_at``: the voice detector, a function of samples giving their speech as (start, end) sample
+  indices (``Vad.segments``): a family whose text may end before its window does (Whisper) reads on
+  where speech follows.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.ops import Backend
 from sayso.engine.transcript import Segment
+from sayso.engine.vad import CLOSING_PAUSE, CONTEXT_BEFORE
 from sayso.engine.windows import MIN_WINDOW
 from sayso.engine.whisper.decode import WINDOW_SECONDS, transcribe_window
 from sayso.engine.whisper.frontend import HOP_LENGTH, BackendLogMel, LogMel
@@ -17,6 +19,9 @@ from sayso.engine.whisper.model import EncoderOutput, WhisperModel
 from sayso.engine.whisper.tokenizer import Tokenizer
 
 SAMPLE_RATE = 16000
+
+SpeechAt = Callable[[np.ndarray], list[tuple[int, int]]]
+"""The voice detector: the speech in some samples, as (start, end) sample indices (``Vad.segments``)."""
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,7 @@ class WhisperTranscriber:
     before it ended and conditioned on that text (``long_form``, ``transcribe_window``)."""
 
     window_seconds = WINDOW_SECONDS
-    stream_hooks = frozenset({"features", "encoded", "interrupt"})
+    stream_hooks = frozenset({"features", "encoded", "interrupt", "speech_at"})
 
     def __init__(self, model_file: ModelFile, ops: Backend):
         self.name = str(model_file.get("stt.variant") or model_file.get("general.name") or model_file.path.stem)
@@ -100,7 +105,8 @@ class WhisperTranscriber:
 
     def transcribe_window(self, state: LongForm, pcm: np.ndarray, offset: float = 0.0,
                           features: LogMel | BackendLogMel | None = None,
-                          encoded: EncoderOutput | None = None, interrupt=None) -> tuple[list[Segment], int]:
+                          encoded: EncoderOutput | None = None, interrupt=None,
+                          speech_at: SpeechAt | None = None) -> tuple[list[Segment], int]:
         """Segments of the window that starts at ``pcm``'s first sample, ``offset`` seconds into the audio
         (its first 30 s; less at the end of the audio), and the samples from its start to where the next
         window starts. ``state`` (from ``long_form``) is moved on to the next window only once this one is
@@ -110,7 +116,9 @@ class WhisperTranscriber:
         window already encoded (``encode_windows``), which it then is not again. A window after the first
         that holds less than 30 s ends audio longer than one: its features are ``end_features``.
         ``interrupt``: a ``threading.Event``; once it is set the work stops with ``errors.Interrupted``
-        at the next encoder block or batch of decoder steps, ``state`` as it was.
+        at the next encoder block or batch of decoder steps, ``state`` as it was. ``speech_at``: the voice
+        detector (``engine.families``), which moves the next window to speech the text stopped short of
+        (``read_on``).
         """
         full = int(self.window_seconds * SAMPLE_RATE)
         window = min(len(pcm), full)
@@ -127,7 +135,8 @@ class WhisperTranscriber:
         state.context = (state.context + text.tokens)[-state.limit:] if text.plausible else []
         state.windows += 1
         seek = int(round(text.seek * SAMPLE_RATE))
-        return text.segments, seek if 0 < seek <= window else window
+        seek = seek if 0 < seek <= window else window
+        return text.segments, read_on(pcm[:window], text.segments, offset, seek, speech_at)
 
     def end_features(self, pcm: np.ndarray) -> np.ndarray:
         """Log-mel [n_mels, 2 * n_audio_ctx] of the last window of audio longer than one, shorter than a
@@ -145,20 +154,45 @@ class WhisperTranscriber:
     def transcribe(self, pcm: np.ndarray, offset: float = 0.0, language: str | None = None,
                    task: str = "transcribe", prompt: str | None = None,
                    features: LogMel | BackendLogMel | None = None,
-                   encoded: EncoderOutput | None = None, interrupt=None) -> tuple[list[Segment], str]:
+                   encoded: EncoderOutput | None = None, interrupt=None,
+                   speech_at: SpeechAt | None = None) -> tuple[list[Segment], str]:
         """Segments of ``pcm`` of any length, in seconds from the start of the file, window after window
-        (``transcribe_window``); ``features`` and ``encoded`` serve the first window, ``interrupt`` every
-        window."""
+        (``transcribe_window``); ``features`` and ``encoded`` serve the first window, ``interrupt`` and
+        ``speech_at`` every window."""
         state = self.long_form(language, task, prompt)
         segments: list[Segment] = []
         start = 0
         while len(pcm) - start >= MIN_WINDOW:
             found, seek = self.transcribe_window(state, pcm[start:], offset + start / SAMPLE_RATE,
                                                  features if start == 0 else None, encoded if start == 0 else None,
-                                                 interrupt)
+                                                 interrupt, speech_at)
             segments.extend(found)
             start += seek
         return segments, state.language or ""
+
+
+def read_on(window: np.ndarray, segments: list[Segment], offset: float, seek: int,
+            speech_at: SpeechAt | None) -> int:
+    """Where the next window starts, given ``seek`` (OpenAI's rule, ``WindowText.seek``): where the text
+    ended complete before its window did and the voice detector hears speech begin at least
+    ``CLOSING_PAUSE`` after that end, at that speech, with up to ``CONTEXT_BEFORE`` of quiet before it.
+    The decoder may end its text at a long silence though speech follows in the same window (a
+    dictation's piece that spans a pause, a file's quiet stretch); OpenAI's rule passes over that speech
+    unread. Speech heard sooner after the text's end is taken for its last words (the last timestamp may
+    come a little early), never read twice."""
+    if speech_at is None or seek < len(window) or not segments:
+        return seek
+    end = int(round((segments[-1].end - offset) * SAMPLE_RATE))
+    if not 0 < end < len(window) - MIN_WINDOW:
+        return seek
+    heard = speech_at(window[end:])
+    pause = int(CLOSING_PAUSE * SAMPLE_RATE)
+    later = [i for i, (start, _) in enumerate(heard) if start >= pause]
+    if not later:
+        return seek
+    start = heard[later[0]][0]
+    quiet_from = heard[later[0] - 1][1] if later[0] else 0
+    return end + max(quiet_from, start - CONTEXT_BEFORE)
 
 
 def load(model_file: ModelFile, ops: Backend) -> WhisperTranscriber:

@@ -25,6 +25,8 @@ from sayso.engine.wer import count_errors
 from sayso.engine.whisper.frontend import N_FRAMES, LogMel, log_mel
 
 MODELS = ("moonshine-tiny", "whisper-tiny.en")
+THREE_CLIPS = ("jfk.wav", "librivox/sense_and_sensibility_01_austen_64kb-0870.wav",
+               "librivox/sense_and_sensibility_01_austen_64kb-0920.wav")
 
 
 def clips() -> dict[str, str]:
@@ -85,8 +87,7 @@ def ends_in_a_pause(pcm: np.ndarray) -> bool:
 
 def three_clips_with_pauses() -> tuple[np.ndarray, list[np.ndarray]]:
     """A dictation of three clips, each followed by a 2 s pause: the take, and the clips."""
-    said = [load_audio(AUDIO / clip) for clip in ("jfk.wav", "librivox/sense_and_sensibility_01_austen_64kb-0870.wav",
-                                                  "librivox/sense_and_sensibility_01_austen_64kb-0920.wav")]
+    said = [load_audio(AUDIO / clip) for clip in THREE_CLIPS]
     pause = np.zeros(2 * SAMPLE_RATE, np.float32)
     return np.concatenate([part for clip in said for part in (clip, pause)]), said
 
@@ -106,8 +107,7 @@ def finish_counting_passes(engine, session):
         del engine.transcribe_piece
 
 
-@needs_clips("jfk.wav", "librivox/sense_and_sensibility_01_austen_64kb-0870.wav",
-             "librivox/sense_and_sensibility_01_austen_64kb-0920.wav")
+@needs_clips(*THREE_CLIPS)
 def test_pieces_closed_by_a_pause_are_final_before_the_key_up(engines):
     """The first two clips' text is there before the key-up with no partial passes, so it came from the
     final passes of the pieces the pauses closed; the key-up transcribes only the last piece; and the
@@ -123,6 +123,24 @@ def test_pieces_closed_by_a_pause_are_final_before_the_key_up(engines):
     third_begins = (len(said[0]) + len(said[1]) + 4 * SAMPLE_RATE) / SAMPLE_RATE
     assert len(transcribed) == 1 and third_begins - 2 < transcribed[0] < third_begins
     assert words(final.text) == " ".join(alone)
+
+
+@needs_clips(*THREE_CLIPS)
+def test_whisper_reads_on_past_the_pause_inside_a_piece(engines):
+    """With a second of quiet before it, the take's first piece closes at a pause inside jfk.wav, and the
+    pause after jfk.wav comes before the next piece holds enough to close, so one piece holds jfk.wav's
+    end, 2 s of digital silence and the next speaker. Whisper ends its text at the silence; the window
+    is read on from the speech the voice detector hears after it (``whisper.read_on``), so the streamed
+    take keeps the offline take's word error rate against the clips' references."""
+    engine = engines["whisper-tiny.en"]
+    take = np.concatenate([np.zeros(SAMPLE_RATE, np.float32), three_clips_with_pauses()[0]])
+    reference = " ".join(clips()[clip] for clip in THREE_CLIPS)
+    session = engine.stream(background=False, partials=False)
+    for chunk in chunks(take, seed=3):
+        session.feed(chunk)
+    streamed = session.finish()
+    offline = count_errors(reference, engine.transcribe(take).text).rate
+    assert count_errors(reference, streamed.text).rate <= offline + STREAM_WER_MARGIN, streamed.text
 
 
 @needs_clips("commands/goforward.wav", "cards/001.wav")
