@@ -91,6 +91,15 @@ def moonshine_ort(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def moonshine_q8(moonshine_ort, tmp_path_factory):
+    """Moonshine tiny and base as Q8_0 GGUF files (variant -> path), converted once from their PyPI packages' files."""
+    from sayso.engine.convert import convert
+
+    folder = tmp_path_factory.mktemp("moonshine-q8")
+    return {name: convert(src, folder / f"{name}.gguf", "q8_0") for name, src in moonshine_ort.items()}
+
+
+@pytest.fixture(scope="session")
 def moonshine_tiny(moonshine_ort, tmp_path_factory):
     """Moonshine tiny as a Q8_0 GGUF, converted from its PyPI package's files."""
     from sayso.engine.convert import convert

@@ -67,23 +67,12 @@ def opened(path: Path) -> ModelFile:
     return ModelFile(path)
 
 
-@pytest.fixture(scope="session")
-def ort_dirs(moonshine_ort) -> dict[str, Path]:
-    return {name: moonshine_ort[name] for name in SIZES}
-
-
-@pytest.fixture(scope="session")
-def q8(ort_dirs, tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("moonshine")
-    return {name: convert(src, out / f"{name}-q8_0.gguf", "q8_0") for name, src in ort_dirs.items()}
-
-
 # ---- transcribe.cpp's layout ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("variant", SIZES)
-def test_keys_values_and_types_are_transcribe_cpps(variant, q8):
-    f = opened(q8[variant])
+def test_keys_values_and_types_are_transcribe_cpps(variant, moonshine_q8):
+    f = opened(moonshine_q8[variant])
     assert [(k, f.value_type(k)) for k in f.metadata] == EXPECTED_KEYS
     d, layers, ffn, _ = SIZES[variant]
     for stack in ("encoder", "decoder"):
@@ -105,8 +94,8 @@ def test_keys_values_and_types_are_transcribe_cpps(variant, q8):
 
 
 @pytest.mark.parametrize("variant", SIZES)
-def test_tensors_in_transcribe_cpps_order_shapes_and_types(variant, q8):
-    f = opened(q8[variant])
+def test_tensors_in_transcribe_cpps_order_shapes_and_types(variant, moonshine_q8):
+    f = opened(moonshine_q8[variant])
     d, layers, ffn, count = SIZES[variant]
     assert len(f.names) == count
     enc = ["norm_attn.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.out.weight",
@@ -131,17 +120,17 @@ def test_tensors_in_transcribe_cpps_order_shapes_and_types(variant, q8):
 
 
 @pytest.mark.parametrize("variant", SIZES)
-def test_converted_file_transcribes_in_transcribe_cpp(variant, q8):
+def test_converted_file_transcribes_in_transcribe_cpp(variant, moonshine_q8):
     import transcribe_cpp
 
     pcm, rate = sf.read(JFK, dtype="float32")
     assert rate == 16000
-    assert words(reference.transcribe(transcribe_cpp.Model(str(q8[variant])), pcm).text) == JFK_WORDS
+    assert words(reference.transcribe(transcribe_cpp.Model(str(moonshine_q8[variant])), pcm).text) == JFK_WORDS
 
 
-def test_f16_conversion(ort_dirs, q8, tmp_path):
-    f16 = opened(convert(ort_dirs["moonshine-tiny"], tmp_path / "tiny-f16.gguf", "f16"))
-    ref = opened(q8["moonshine-tiny"])
+def test_f16_conversion(moonshine_ort, moonshine_q8, tmp_path):
+    f16 = opened(convert(moonshine_ort["moonshine-tiny"], tmp_path / "tiny-f16.gguf", "f16"))
+    ref = opened(moonshine_q8["moonshine-tiny"])
     assert f16.require("general.file_type") == 1
     assert {k: v for k, v in f16.metadata.items() if k != "general.file_type"} == {
         k: v for k, v in ref.metadata.items() if k != "general.file_type"}
@@ -155,10 +144,10 @@ def test_f16_conversion(ort_dirs, q8, tmp_path):
 
 
 @pytest.mark.parametrize("variant", SIZES)
-def test_8bit_weights_are_dequantized_into_transformers_names(variant, ort_dirs):
+def test_8bit_weights_are_dequantized_into_transformers_names(variant, moonshine_ort):
     """Every ORT weight lands under its transformers name; the quantized values take at most 256 levels
     per tensor (one scale, one zero point) and the tied output projection equals the embedding."""
-    src = ort_dirs[variant]
+    src = moonshine_ort[variant]
     decoder = read_parameters(OrtGraph(src / "decoder_model_merged.ort"), "model.decoder.")
     encoder = read_parameters(OrtGraph(src / "encoder_model.ort"), "model.encoder.")
     d, layers, ffn, count = SIZES[variant]
@@ -171,10 +160,10 @@ def test_8bit_weights_are_dequantized_into_transformers_names(variant, ort_dirs)
     assert encoder["model.encoder.groupnorm.weight"].shape == (d,)
 
 
-def test_tokenizer_json_is_checked_against_the_models_tokenizer_bin(ort_dirs, tmp_path):
+def test_tokenizer_json_is_checked_against_the_models_tokenizer_bin(moonshine_ort, tmp_path):
     """tokenizer.bin lists the same pieces as tokenizer.json (bytes for <0xNN>, a few left empty);
     a tokenizer.json that disagrees is refused."""
-    src = ort_dirs["moonshine-tiny"]
+    src = moonshine_ort["moonshine-tiny"]
     pieces = read_tokenizer_bin(src / "tokenizer.bin")
     vocabulary = read_vocabulary(src / "tokenizer.json", 32768)
     assert len(pieces) == 32768 and pieces[1] == b"<s>" and pieces[3 + 0x41] == b"A"
@@ -192,11 +181,11 @@ def test_tokenizer_json_is_checked_against_the_models_tokenizer_bin(ort_dirs, tm
         convert(wrong, tmp_path / "wrong.gguf")
 
 
-def test_our_decoding_equals_the_tokenizers_library(ort_dirs, q8):
+def test_our_decoding_equals_the_tokenizers_library(moonshine_ort, moonshine_q8):
     from tokenizers import Tokenizer as HfTokenizer
 
-    reference = HfTokenizer.from_file(str(ort_dirs["moonshine-tiny"] / "tokenizer.json"))
-    ours = Tokenizer.from_model_file(opened(q8["moonshine-tiny"]))
+    reference = HfTokenizer.from_file(str(moonshine_ort["moonshine-tiny"] / "tokenizer.json"))
+    ours = Tokenizer.from_model_file(opened(moonshine_q8["moonshine-tiny"]))
     text = "Café über 3 naïve ☃ snowmen, 東京; and so my fellow Americans."
     ids = reference.encode(text).ids
     assert any(3 <= i < 259 for i in ids)  # byte-fallback pieces among them
@@ -204,9 +193,9 @@ def test_our_decoding_equals_the_tokenizers_library(ort_dirs, q8):
     assert ours.decode([1, *ids, 2]) == text  # <s> and </s> carry no text
 
 
-def test_convert_refuses_what_it_cannot_read(ort_dirs, tmp_path):
+def test_convert_refuses_what_it_cannot_read(moonshine_ort, tmp_path):
     broken = tmp_path / "broken"
-    shutil.copytree(ort_dirs["moonshine-tiny"], broken)
+    shutil.copytree(moonshine_ort["moonshine-tiny"], broken)
     (broken / "decoder_model_merged.ort").write_bytes(b"not a flatbuffer at all")
     with pytest.raises(ModelFileError, match="not an ONNX Runtime"):
         convert(broken, tmp_path / "broken.gguf")
@@ -218,13 +207,13 @@ def test_convert_refuses_what_it_cannot_read(ort_dirs, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def hf_tiny(ort_dirs, tmp_path_factory) -> Path:
+def hf_tiny(moonshine_ort, tmp_path_factory) -> Path:
     """A transformers Moonshine tiny checkpoint built from the ORT weights: the state dict under
     MoonshineForConditionalGeneration's names, and transformers' own config.json."""
     from safetensors.numpy import save_file
     from transformers import GenerationConfig, MoonshineConfig
 
-    src = ort_dirs["moonshine-tiny"]
+    src = moonshine_ort["moonshine-tiny"]
     out = tmp_path_factory.mktemp("hf-tiny")
     state = {**read_parameters(OrtGraph(src / "encoder_model.ort"), "model.encoder."),
              **read_parameters(OrtGraph(src / "decoder_model_merged.ort"), "model.decoder.")}  # fmt: skip
@@ -236,9 +225,9 @@ def hf_tiny(ort_dirs, tmp_path_factory) -> Path:
     return out
 
 
-def test_hf_checkpoint_converts_to_the_same_file(hf_tiny, q8, tmp_path):
+def test_hf_checkpoint_converts_to_the_same_file(hf_tiny, moonshine_q8, tmp_path):
     ours = opened(convert(hf_tiny, tmp_path / "from-hf.gguf", "q8_0"))
-    ref = opened(q8["moonshine-tiny"])
+    ref = opened(moonshine_q8["moonshine-tiny"])
     assert ours.metadata == ref.metadata
     assert ours.names == ref.names
     for name in ref.names:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.data import AUDIO, needs_clips, require_clips
-from support.reference import reference_dumps, reference_tokens
+from support.conformer import (ConformerFamily, check_against_dumps, check_gpu_encoder, check_quantized_file,
+                               clips_fixture, random_model_fixture, tokens_matching_transcribe_cpp)
+from support.data import AUDIO, needs_clips
+from support.reference import reference_tokens
 
 from sayso.app.cli import main as sayso
-from sayso.engine.audio import load_audio
 from sayso.engine.conformer.text import Vocabulary
 from sayso.engine.convert.random_model import GIGAAM_CHARS, htk_mel_filterbank, random_layout, write_random_model
 from sayso.engine.engine import Engine
@@ -36,17 +37,11 @@ BLOCK_TENSORS = [
     "norm_ff2.weight", "norm_ff2.bias", "ff2.linear1.weight", "ff2.linear1.bias", "ff2.linear2.weight", "ff2.linear2.bias",
     "norm_out.weight", "norm_out.bias",
 ]  # convert-gigaam.py's ENCODER_BLOCK_TABLE order  # fmt: skip
+GIGAAM = ConformerFamily(load, mel_dump="frontend.mel.out", encoder_dump="dec.enc_out", text_only=False)
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def model_path(request, tmp_path_factory):
-    return write_random_model(request.param, tmp_path_factory.mktemp("gigaam") / f"{request.param}.gguf", small=True)
-
-
-@pytest.fixture(scope="module")
-def clips():
-    require_clips(*CLIPS)
-    return {clip: load_audio(AUDIO / clip) for clip in CLIPS}
+model_path = random_model_fixture(FAMILIES)
+clips = clips_fixture(CLIPS)
 
 
 def test_layout_is_the_converters(model_path):
@@ -114,17 +109,9 @@ def test_filterbank_is_torchaudio_htk():
 
 
 def test_tokens_and_times_match_transcribe_cpp(model_path, clips, cpu_ops):
-    transcriber = load(ModelFile(model_path), cpu_ops)
-    emitted = []
-    for clip, pcm in clips.items():
-        segments, language = transcriber.transcribe(pcm)
-        ours = [(t.id, round(t.start * 1000)) for s in segments for t in s.tokens]
-        theirs, text = reference_tokens(model_path, pcm)
-        assert ours == theirs, clip
-        # transcribe.cpp keeps runs of spaces (a character model can emit two); we collapse them
-        assert (segments[0].text if segments else "") == " ".join(text.split()), clip
-        assert language == "ru"
-        emitted += [token for token, _ in ours]
+    # transcribe.cpp keeps runs of spaces (a character model can emit two); we collapse them
+    emitted = tokens_matching_transcribe_cpp(GIGAAM, model_path, clips, cpu_ops,
+                                             their_text=lambda text: " ".join(text.split()), language="ru")
     assert len(emitted) >= 40 and len(set(emitted)) >= 10  # the random model says varied things
 
 
@@ -132,48 +119,19 @@ def test_frontend_encoder_and_search_match_transcribe_cpp_dumps(model_path, clip
     """transcribe.cpp's own log-mel and encoder output (TRANSCRIBE_DUMP_DIR, in a fresh process: the
     dumper reads the variable once) against ours: the log-mel to 1e-2 (transcribe.cpp's FFT is float32,
     ours float64: the log magnifies the difference in the quietest bins), the encoder to 1e-3."""
-    pcm = clips["jfk.wav"]
-    dumps, tokens = reference_dumps(model_path, pcm, tmp_path)
-    transcriber = load(ModelFile(model_path), cpu_ops)
-    mel = transcriber.frontend(pcm)
-    np.testing.assert_allclose(mel, dumps["frontend.mel.out"].reshape(mel.shape), atol=1e-2)
-    encoded = cpu_ops.read(transcriber.model.encode(mel))
-    np.testing.assert_allclose(encoded, dumps["dec.enc_out"].reshape(encoded.shape), atol=1e-3)
-    theirs = transcriber.model.decode(cpu_ops.tensor(dumps["dec.enc_out"]))
-    assert [(e.id, round(e.frame * 1000 * transcriber.config.frame_seconds)) for e in theirs] == tokens
+    check_against_dumps(GIGAAM, model_path, clips["jfk.wav"], cpu_ops, tmp_path, mel_atol=1e-2, encoder_atol=1e-3)
 
 
 @pytest.mark.parametrize("family", ["gigaam-v3-ctc", "gigaam-v3-e2e-rnnt"])
 def test_quantized_file_matches_transcribe_cpp(family, cpu_ops, tmp_path):
-    """A file quantized as published (Q8_0 matrices, F16 conv kernels): our weights stay Q8_0 and F16;
-    transcribe.cpp also rounds the activations of its Q8_0 products to 8 bits, so the encoders agree
-    to 0.2 only, and our search on its encoder output gives exactly its tokens."""
-    path = write_random_model(family, tmp_path / "q8_0.gguf", small=True, quantized=True)
-    assert ModelFile(path).tensor("enc.blocks.0.ff1.linear1.weight").ggml_type == "Q8_0"
-    pcm = load_audio(AUDIO / "jfk.wav")
-    dumps, tokens = reference_dumps(path, pcm, tmp_path)
-    transcriber = load(ModelFile(path), cpu_ops)
-    encoded = cpu_ops.read(transcriber.model.encode(transcriber.frontend(pcm)))
-    np.testing.assert_allclose(encoded, dumps["dec.enc_out"].reshape(encoded.shape), atol=0.2)
-    theirs = transcriber.model.decode(cpu_ops.tensor(dumps["dec.enc_out"]))
-    assert [(e.id, round(e.frame * 1000 * transcriber.config.frame_seconds)) for e in theirs] == tokens
+    check_quantized_file(GIGAAM, family, cpu_ops, tmp_path)
 
 
 @needs_clips("cards/001.wav")
 @pytest.mark.gpu
 def test_gpu_encoder_matches_numpy(model_path, cpu_ops, gpu_ops):
-    """The encoder on the GPU (rotary attention, LayerNorm conv module) against numpy on a one-second
-    clip: states within 1e-4 (f32 throughout), the same tokens."""
-    pcm = load_audio(AUDIO / "cards" / "001.wav")
-    on_cpu, on_gpu = load(ModelFile(model_path), cpu_ops), load(ModelFile(model_path), gpu_ops)
-    mel = on_cpu.frontend(pcm)
-    cpu_states, gpu_states = on_cpu.model.encode(mel), on_gpu.model.encode(mel)
-    np.testing.assert_allclose(gpu_ops.read(gpu_states), cpu_ops.read(cpu_states), atol=1e-4)
-
-    def tokens(emissions):
-        return [(e.id, e.frame) for e in emissions]
-
-    assert tokens(on_gpu.model.decode(gpu_states)) == tokens(on_cpu.model.decode(cpu_states))
+    """The encoder on the GPU (rotary attention, LayerNorm conv module) against numpy."""
+    check_gpu_encoder(GIGAAM, model_path, cpu_ops, gpu_ops)
 
 
 def test_sayso_transcribe(model_path, capsys):

@@ -13,7 +13,6 @@ import pytest
 from support.data import AUDIO, needs_clips
 from sayso.engine import audio, families
 from sayso.engine.accuracy import NEAR_TIE_LOGITS, Evaluator, clip_lines, read_clips, summary, telephone_band
-from sayso.engine.convert import convert
 from sayso.engine.errors import SaysoError
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.moonshine.decode import greedy_decode, token_limit
@@ -32,31 +31,20 @@ def clips() -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
-@pytest.fixture(scope="session")
-def ort_dirs(moonshine_ort) -> dict[str, Path]:
-    return {name: moonshine_ort[name] for name in VARIANTS}
-
-
 @pytest.fixture(scope="module")
-def gguf(ort_dirs, tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("moonshine")
-    return {name: convert(src, out / f"{name}.gguf", "q8_0") for name, src in ort_dirs.items()}
-
-
-@pytest.fixture(scope="module")
-def transcribers(gguf, cpu_ops):
-    return {name: families.load(ModelFile(path), cpu_ops) for name, path in gguf.items()}
+def transcribers(moonshine_q8, cpu_ops):
+    return {name: families.load(ModelFile(path), cpu_ops) for name, path in moonshine_q8.items()}
 
 
 @pytest.mark.parametrize(("variant", "audio_set"), [
     pytest.param(variant, audio_set, marks=[pytest.mark.slow] if audio_set == "telephone" else [], id=f"{variant}-{audio_set}")
     for variant in VARIANTS for audio_set in ("clips", "telephone")])
-def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, audio_set, gguf):
+def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, audio_set, moonshine_q8):
     """Each clip (or its telephone-band version) cut into pieces as the engine cuts it; each piece
     through Sayso and transcribe.cpp (``engine.accuracy``): the texts are equal or part at a near-tie of
     our decoder, and outside near-ties our word errors are no more than transcribe.cpp's."""
     transform = telephone_band if audio_set == "telephone" else None
-    evaluator = Evaluator(str(gguf[variant]), device="cpu", transform=transform)
+    evaluator = Evaluator(str(moonshine_q8[variant]), device="cpu", transform=transform)
     results = [evaluator.evaluate(AUDIO, clip) for clip in read_clips(AUDIO)]
     print("\n" + "\n".join(line for result in results for line in clip_lines(result)))
     for result in results:
@@ -69,11 +57,11 @@ def test_every_clip_equals_transcribe_cpp_and_word_error_rate(variant, audio_set
         assert count["wer_ours"] <= MAX_WER[variant]
 
 
-def test_a_difference_is_measured_on_both_sides_at_the_first_token_and_on_ours_after(gguf):
+def test_a_difference_is_measured_on_both_sides_at_the_first_token_and_on_ours_after(moonshine_q8):
     """Where a transcript parts from ours, our piece is decoded again forced through our tokens up to
     that step. transcribe.cpp's Moonshine takes no forced prefix, so its side is measured only where the
     texts part at the first token, from its first decoder step."""
-    evaluator = Evaluator(str(gguf["moonshine-tiny"]), device="cpu")
+    evaluator = Evaluator(str(moonshine_q8["moonshine-tiny"]), device="cpu")
     pcm = audio.load_audio(AUDIO / "jfk.wav")
     ours = evaluator.engine.transcribe(pcm)
     assert ours.text.startswith("And so my fellow Americans")
@@ -118,14 +106,14 @@ def ort_greedy(src: Path, pcm: np.ndarray) -> tuple[list[int], np.ndarray]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("clip", ["jfk.wav", "beckett.wav", "cards/005.wav", "commands/goforward.wav"])
-def test_tokens_equal_the_original_onnx_runtime_model(variant, clip, ort_dirs, transcribers):
+def test_tokens_equal_the_original_onnx_runtime_model(variant, clip, moonshine_ort, transcribers):
     """Same greedy tokens as Moonshine's own 8-bit model; encoder states pointing the same way
     (theirs quantize activations to 8 bits on the fly, ours keep them float)."""
     model = transcribers[variant].model
     pcm = audio.load_audio(AUDIO / clip)
     encoded = model.encode(pcm)
     tokens, probs = greedy_decode(model, encoded, len(pcm) / 16000)
-    expected, states = ort_greedy(ort_dirs[variant], pcm)
+    expected, states = ort_greedy(moonshine_ort[variant], pcm)
     assert tokens == expected
     assert all(0 < p <= 1 for p in probs)
     ours = np.asarray(encoded.states)
@@ -163,12 +151,12 @@ def test_decoding_stops_at_six_and_a_half_tokens_a_second():
 
 
 @needs_clips("two_cities.wav")
-def test_engine_transcribes_a_long_file_in_pieces(gguf):
+def test_engine_transcribes_a_long_file_in_pieces(moonshine_q8):
     """Through the engine's front door: the family is found by general.architecture, and 44 s of
     audio is cut into two pieces at a pause, with the second piece's time offset."""
     from sayso.engine.engine import Engine
 
-    engine = Engine(gguf["moonshine-tiny"], device="cpu")
+    engine = Engine(moonshine_q8["moonshine-tiny"], device="cpu")
     assert engine.model_name == "moonshine-tiny"
     result = engine.transcribe_file(AUDIO / "two_cities.wav")
     assert len(result.segments) == 2 and 25 < result.segments[1].start < 30
@@ -178,9 +166,9 @@ def test_engine_transcribes_a_long_file_in_pieces(gguf):
 
 @needs_clips("cards/001.wav")
 @pytest.mark.gpu
-def test_short_clip_on_the_gpu_equals_the_numpy_backend(gguf, gpu_ops, transcribers):
+def test_short_clip_on_the_gpu_equals_the_numpy_backend(moonshine_q8, gpu_ops, transcribers):
     pcm = audio.load_audio(AUDIO / "cards" / "001.wav")
-    [on_gpu], _ = families.load(ModelFile(gguf["moonshine-tiny"]), gpu_ops).transcribe(pcm)
+    [on_gpu], _ = families.load(ModelFile(moonshine_q8["moonshine-tiny"]), gpu_ops).transcribe(pcm)
     [on_cpu], _ = transcribers["moonshine-tiny"].transcribe(pcm)
     assert on_gpu.text == on_cpu.text == "Ten of clubs."
     assert [t.id for t in on_gpu.tokens] == [t.id for t in on_cpu.tokens]

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.data import AUDIO, needs_clips, require_clips
-from support.reference import reference_dumps, reference_tokens
+from support.conformer import (ConformerFamily, check_against_dumps, check_gpu_encoder, check_quantized_file,
+                               clips_fixture, random_model_fixture, tokens_matching_transcribe_cpp)
+from support.data import AUDIO, needs_clips
+from support.reference import reference_tokens
 from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
@@ -40,17 +42,11 @@ BLOCK_TENSORS = [
     "conv.bn.weight", "conv.bn.bias", "conv.bn.running_mean", "conv.bn.running_var",
     "norm_ff2.weight", "norm_ff2.bias", "ff2.linear1.weight", "ff2.linear2.weight", "norm_out.weight", "norm_out.bias",
 ]  # convert-parakeet.py's ENCODER_BLOCK_TABLE order  # fmt: skip
+PARAKEET = ConformerFamily(load, mel_dump="enc.mel.in", encoder_dump="enc.final", text_only=True)
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def model_path(request, tmp_path_factory):
-    return write_random_model(request.param, tmp_path_factory.mktemp("parakeet") / f"{request.param}.gguf", small=True)
-
-
-@pytest.fixture(scope="module")
-def clips():
-    require_clips(*CLIPS)
-    return {clip: load_audio(AUDIO / clip) for clip in CLIPS}
+model_path = random_model_fixture(FAMILIES)
+clips = clips_fixture(CLIPS)
 
 
 def test_layout_is_the_converters(model_path):
@@ -94,15 +90,7 @@ def test_layout_is_the_converters(model_path):
 
 
 def test_tokens_and_times_match_transcribe_cpp(model_path, clips, cpu_ops):
-    transcriber = load(ModelFile(model_path), cpu_ops)
-    emitted = []
-    for clip, pcm in clips.items():
-        segments, _ = transcriber.transcribe(pcm)
-        ours = [(t.id, round(t.start * 1000)) for s in segments for t in s.tokens]
-        theirs, text = reference_tokens(model_path, pcm)
-        assert ours == theirs, clip
-        assert (segments[0].text if segments else "") == text, clip
-        emitted += [token for token, _ in ours]
+    emitted = tokens_matching_transcribe_cpp(PARAKEET, model_path, clips, cpu_ops)
     assert len(emitted) >= 50 and len(set(emitted)) >= 20  # the random model says varied things
 
 
@@ -112,32 +100,12 @@ def test_frontend_encoder_and_search_match_transcribe_cpp_dumps(model_path, cpu_
     pointwise convolutions in the subsampling). Our TDT search on *its* encoder output gives exactly
     its tokens, free of encoder rounding (on jfk the v3 model has a near-tie that rounding flips)."""
     pcm = load_audio(AUDIO / "jfk.wav")
-    dumps, tokens = reference_dumps(model_path, pcm, tmp_path)
-    transcriber = load(ModelFile(model_path), cpu_ops)
-    mel = transcriber.frontend(pcm)
-    np.testing.assert_allclose(mel, dumps["enc.mel.in"].reshape(mel.shape), atol=1e-4)
-    encoded = cpu_ops.read(transcriber.model.encode(mel))
-    np.testing.assert_allclose(encoded, dumps["enc.final"].reshape(encoded.shape), atol=1e-2)
-    theirs = transcriber.model.decode(cpu_ops.tensor(dumps["dec.enc_out"]))
-    frame_ms = 1000 * transcriber.config.frame_seconds
-    assert [(e.id, round(e.frame * frame_ms)) for e in theirs if not transcriber.vocabulary.is_special(e.id)] == tokens
+    check_against_dumps(PARAKEET, model_path, pcm, cpu_ops, tmp_path, mel_atol=1e-4, encoder_atol=1e-2)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_quantized_file_matches_transcribe_cpp(family, cpu_ops, tmp_path):
-    """A file quantized as published (Q8_0 matrices, F16 conv kernels): our weights stay Q8_0 and F16;
-    transcribe.cpp also rounds the activations of its Q8_0 products to 8 bits, so the encoders agree
-    to 0.2 only, and our search on its encoder output gives exactly its tokens."""
-    path = write_random_model(family, tmp_path / "q8_0.gguf", small=True, quantized=True)
-    assert ModelFile(path).tensor("enc.blocks.0.ff1.linear1.weight").ggml_type == "Q8_0"
-    pcm = load_audio(AUDIO / "jfk.wav")
-    dumps, tokens = reference_dumps(path, pcm, tmp_path)
-    transcriber = load(ModelFile(path), cpu_ops)
-    encoded = cpu_ops.read(transcriber.model.encode(transcriber.frontend(pcm)))
-    np.testing.assert_allclose(encoded, dumps["enc.final"].reshape(encoded.shape), atol=0.2)
-    theirs = transcriber.model.decode(cpu_ops.tensor(dumps["dec.enc_out"]))
-    frame_ms = 1000 * transcriber.config.frame_seconds
-    assert [(e.id, round(e.frame * frame_ms)) for e in theirs if not transcriber.vocabulary.is_special(e.id)] == tokens
+    check_quantized_file(PARAKEET, family, cpu_ops, tmp_path)
 
 
 def test_weight_slices_keep_q8_0_blocks():
@@ -155,17 +123,8 @@ def test_weight_slices_keep_q8_0_blocks():
 @needs_clips("cards/001.wav")
 @pytest.mark.gpu
 def test_gpu_encoder_matches_numpy(model_path, cpu_ops, gpu_ops):
-    """The encoder on the GPU (per-head rel-pos attention, the doubled conv module) against numpy on a
-    one-second clip: states within 1e-4 (f32 throughout), the same tokens."""
-    pcm = load_audio(AUDIO / "cards" / "001.wav")
-    on_cpu, on_gpu = load(ModelFile(model_path), cpu_ops), load(ModelFile(model_path), gpu_ops)
-    mel = on_cpu.frontend(pcm)
-    cpu_states, gpu_states = on_cpu.model.encode(mel), on_gpu.model.encode(mel)
-    np.testing.assert_allclose(gpu_ops.read(gpu_states), cpu_ops.read(cpu_states), atol=1e-4)
-    def tokens(emissions):
-        return [(e.id, e.frame, e.duration) for e in emissions]
-
-    assert tokens(on_gpu.model.decode(gpu_states)) == tokens(on_cpu.model.decode(cpu_states))
+    """The encoder on the GPU (per-head rel-pos attention, the doubled conv module) against numpy."""
+    check_gpu_encoder(PARAKEET, model_path, cpu_ops, gpu_ops)
 
 
 def test_sayso_transcribe(model_path, capsys):
