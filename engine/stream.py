@@ -19,14 +19,16 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
   the same audio. A take of several pieces may differ from it: the offline pass cuts only at the
   window, and a model's words near a cut may change with what it hears around them (docs/ARCHITECTURE.md).
 * A pause in the open piece as long as one that closes a piece (``CLOSING_PAUSE``), in a piece too short
-  to close, starts a pass on it, for families that read windows (Whisper) even where no partial pass
-  runs: if the key-up comes in that pause, with nothing the VAD takes for speech after the audio the
-  pass heard, that pass is final and the key-up waits only for what is left of it. Whisper hears every
-  piece padded with silence to its window, so the quiet it did not hear changes its text little:
-  the take's text is the offline one, and the words' probabilities (perhaps their times) may differ a
-  little. Other families hear the piece's length and may change a word with more quiet ("10" for
-  "ten"), so their key-up pass runs on the whole piece. If the speaker goes on, the pass is stale
-  (below; docs/PERFORMANCE.md: the pause's pass).
+  to close, starts a pass on it, even where no partial pass runs, for families that read windows
+  (Whisper) and, for every family, on a piece after the take's first: if the key-up comes in that
+  pause, with nothing the VAD takes for speech after the audio the pass heard, that pass is final and
+  the key-up waits only for what is left of it. Whisper hears every piece padded with silence to its
+  window, so the quiet it did not hear changes its text little: the take's text is the offline one,
+  and the words' probabilities (perhaps their times) may differ a little. Other families hear the
+  piece's length and may change a word with more quiet ("10" for "ten"): a take of one piece, whose
+  text is the offline one, has its key-up pass on the whole piece; a take of several may differ from
+  the offline text anyway (above). If the speaker goes on, the pass is stale (below;
+  docs/PERFORMANCE.md: the pause's pass).
 * ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio, a small fraction of real time
   (docs/PERFORMANCE.md: a stream's feed).
 * Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
@@ -297,12 +299,13 @@ class StreamSession:
     def _final_so_far(self, piece: _Piece, span: Span | None) -> bool:
         """Whether a pass on ``span`` of ``piece`` gives its final text as things stand (called with the
         lock held): the family reads windows (Whisper, whose every piece is padded with silence to its
-        window, so more quiet after the speech changes what it hears little), the pass heard all of
+        window, so more quiet after the speech changes what it hears little) or the piece is not the
+        take's first (a take of several pieces may differ from the offline text), the pass heard all of
         the piece's speech and ``CLOSING_PAUSE`` of the quiet after it (a pause that closes a piece ends
         it no sooner), and nothing the VAD takes for speech came after the audio it heard, a burst too
         short to count as a word included. Other families hear a piece's length (Moonshine normalises
         over all of it) and may write a word otherwise with more quiet after it ("10" for "ten")."""
-        if not self.engine.reads_windows or piece.vad is None or span is None \
+        if not (self.engine.reads_windows or piece is not self._pieces[0]) or piece.vad is None or span is None \
                 or (piece.pcm is not None and span.end > len(piece.pcm)):
             return False
         found = piece.vad.segments()

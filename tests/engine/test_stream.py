@@ -125,6 +125,28 @@ def test_pieces_closed_by_a_pause_are_final_before_the_key_up(engines):
     assert words(final.text) == " ".join(alone)
 
 
+@needs_clips(*THREE_CLIPS, "cards/001.wav")
+def test_a_later_pieces_pause_pass_is_the_key_ups_for_moonshine_too(engines):
+    """A take of several pieces may differ from the offline text anyway, so there a pause's pass on the
+    open piece is the key-up's for Moonshine as for Whisper: with the key-up in the pause after the third
+    clip, nothing is left to transcribe, and the take keeps its clips' words. A take of one piece keeps
+    the offline text: its key-up transcribes the whole piece, pause and all."""
+    engine = engines["moonshine-tiny"]
+    take, said = three_clips_with_pauses()
+    session = engine.stream(background=False, partials=False)
+    for start in range(0, len(take), 800):
+        session.feed(take[start : start + 800])
+    final, transcribed = finish_counting_passes(engine, session)
+    assert transcribed == []
+    assert words(final.text) == " ".join(words(engine.transcribe(clip).text) for clip in said)
+    alone = np.concatenate([load_audio(AUDIO / "cards/001.wav"), np.zeros(2 * SAMPLE_RATE, np.float32)])
+    session = engine.stream(background=False, partials=False)
+    for start in range(0, len(alone), 800):
+        session.feed(alone[start : start + 800])
+    final, transcribed = finish_counting_passes(engine, session)
+    assert transcribed == [0.0] and final == engine.transcribe(alone)
+
+
 @needs_clips(*THREE_CLIPS)
 def test_whisper_reads_on_past_the_pause_inside_a_piece(engines):
     """With a second of quiet before it, the take's first piece closes at a pause inside jfk.wav, and the
