@@ -179,7 +179,7 @@ def read_on(window: np.ndarray, segments: list[Segment], offset: float, seek: in
     The decoder may end its text at a long silence though speech follows in the same window (a
     dictation's piece that spans a pause, a file's quiet stretch); OpenAI's rule passes over that speech
     unread. Speech heard sooner after the text's end is taken for its last words (the last timestamp may
-    come a little early), never read twice."""
+    come a little early), never read twice (docs/PERFORMANCE.md: reading on past a pause)."""
     if speech_at is None or seek < len(window) or not segments:
         return seek
     end = int(round((segments[-1].end - offset) * SAMPLE_RATE))
