@@ -191,12 +191,9 @@ class Engine:
     def speech_span(self, piece: np.ndarray) -> Span | None:
         """The samples of ``piece`` that go to the model and where its speech begins (``engine.vad``;
         None: no speech), or all of it without VAD."""
-        vad = self.speech_vad()
-        if vad is None:
+        if self.vad is None:
             return Span(0, len(piece), 0) if len(piece) else None
-        with self._host_work():
-            vad.feed(piece)
-        return vad.span()
+        return self._heard(piece).span()
 
     @property
     def speech_at(self) -> Callable[[np.ndarray], list[tuple[int, int]]] | None:
@@ -206,10 +203,14 @@ class Engine:
 
     def _speech_in(self, samples: np.ndarray) -> list[tuple[int, int]]:
         """The speech in ``samples`` as (start, end) sample indices (``Vad.segments``)."""
-        vad = Vad(model=self.vad)
+        return self._heard(samples).segments()
+
+    def _heard(self, samples: np.ndarray) -> Vad:
+        """A fresh ``Vad`` fed ``samples`` (this engine detects speech)."""
+        vad = Vad(PAUSE_SECONDS, model=self.vad)
         with self._host_work():
             vad.feed(samples)
-        return vad.segments()
+        return vad
 
     def _host_work(self) -> AbstractContextManager:
         """Where this engine's work on the CPU runs beside a GPU's: BLAS on ``HOST_BLAS_THREADS``."""

@@ -5,9 +5,9 @@ text so far ends, moved on by the last complete timestamp the decoder wrote (``e
 window is never shorter than the model's and a word is never cut by the window's edge: a word cut off
 at the end is heard again, whole, at the start of the next. Where the text ended before its window
 did and the voice detector hears speech after a pause in the rest of it, the next window starts at
-that speech (``whisper.read_on``): the decoder may end its text at a long silence. The windows follow the decoder, so they
-are read from the stream of chunks as it goes, and only the audio from the current window's start on
-is held: an hour-long file is never in memory whole.
+that speech (``whisper.read_on``): the decoder may end its text at a long silence. The windows follow
+the decoder, so they are read from the stream of chunks as it goes, and only the audio from the
+current window's start on is held: an hour-long file is never in memory whole.
 """
 
 from __future__ import annotations

@@ -91,12 +91,13 @@ def moonshine_ort(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def moonshine_q8(moonshine_ort, tmp_path_factory):
-    """Moonshine tiny and base as Q8_0 GGUF files (variant -> path), converted once from their PyPI packages' files."""
+def moonshine_q8(moonshine_tiny, moonshine_ort, tmp_path_factory):
+    """Moonshine tiny and base as Q8_0 GGUF files (variant -> path), converted once from their PyPI packages'
+    files: tiny is ``moonshine_tiny``'s."""
     from sayso.engine.convert import convert
 
-    folder = tmp_path_factory.mktemp("moonshine-q8")
-    return {name: convert(src, folder / f"{name}.gguf", "q8_0") for name, src in moonshine_ort.items()}
+    base = convert(moonshine_ort["moonshine-base"], tmp_path_factory.mktemp("moonshine-q8") / "moonshine-base.gguf", "q8_0")
+    return {"moonshine-tiny": moonshine_tiny, "moonshine-base": base}
 
 
 @pytest.fixture(scope="session")
