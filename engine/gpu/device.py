@@ -132,8 +132,7 @@ class Device:
 
     def _open(self) -> wgpu.GPUDevice:
         try:
-            return self.adapter.request_device_sync(required_features=[webgpu.feature_name(f) for f in self.features],
-                                                    required_limits=self.limits)
+            return webgpu.request_device(self.adapter, [webgpu.feature_name(f) for f in self.features], self.limits)
         except Exception as error:  # noqa: BLE001 - wgpu raises several unrelated types here
             reason = " ".join(str(error).split())  # on one line: wgpu's message spans several
             raise DeviceOpenError(f"Could not open the GPU device {self.info['device']!r} ({reason}). "

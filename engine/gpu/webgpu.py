@@ -41,6 +41,15 @@ DAWN_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
 without the second Dawn offers NVIDIA's Vulkan drivers no ``shader-f16``, and so no f16 subgroup
 matrices."""
 
+DAWN_DEVICE_TOGGLES_ON = ("disable_robustness", "disable_workgroup_init")
+"""Device toggles that take out what a browser adds for pages it doesn't trust: bounds clamps on every
+array access (our kernels guard their own reads and writes, and the tests read past no buffer) and the
+zeroing of workgroup memory as each workgroup starts (our kernels write it before they read it)."""
+DAWN_DEVICE_TOGGLES_OFF = ("timestamp_quantization", "enable_spirv_validation")
+"""Device toggles that are on by default and cost us: timestamps rounded to tens of microseconds
+(``sayso bench --kernels`` times kernels shorter than that), and a validation pass over every
+pipeline's SPIR-V, which adds to each build of a model's load."""
+
 SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
 MATRIX_CONFIG = {"component_type": "f16", "result_component_type": "f32", "m": 16, "n": 16, "k": 16}
 """The subgroup-matrix shape the fast tier's kernels are written for (``shaders/gemm_matrix.wgsl``)."""
@@ -85,6 +94,16 @@ def choose() -> Choice:
 
 def is_dawn() -> bool:
     return _choice is not None and _choice.implementation == DAWN
+
+
+def request_device(adapter, features: list[str], limits: dict[str, int]):
+    """Open ``adapter``'s device with ``features`` (the implementation's names) and ``limits``; on Dawn
+    with its device toggles (``DAWN_DEVICE_TOGGLES_ON``/``_OFF``)."""
+    if is_dawn():
+        return _dawn_extras().request_device_sync(adapter, required_features=features, required_limits=limits,
+                                                  enable_toggles=list(DAWN_DEVICE_TOGGLES_ON),
+                                                  disable_toggles=list(DAWN_DEVICE_TOGGLES_OFF))
+    return adapter.request_device_sync(required_features=features, required_limits=limits)
 
 
 def feature_name(ours: str) -> str:

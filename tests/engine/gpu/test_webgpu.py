@@ -167,3 +167,29 @@ def reading(result: dict) -> tuple:
     """A transcript's text, and each segment's times, text and tokens (ids and times)."""
     return result["text"], [(s["start"], s["end"], s["text"], [(t["id"], t["start"]) for t in s["tokens"]])
                             for s in result["segments"]]
+
+
+KERNEL_TIMES = """
+import json
+import numpy as np
+from wgpudawn.backends.dawn import extras
+from sayso.engine.gpu import GpuOps
+ops = GpuOps()
+a = ops.tensor(np.ones((64, 64), np.float32))
+timer = ops.recorder.time_kernels()
+for _ in range(20):
+    out = ops.add(a, a)
+ops.read(out)
+ops.recorder.stop_timing()
+print(json.dumps({"toggles": extras.get_toggles(ops.device.device), "ns": [k.ns for k in timer.kernels.values()]}))
+"""
+
+
+def test_dawn_times_kernels_to_the_nanosecond_without_a_browsers_guards(tmp_path):
+    """Dawn's device has its toggles (``webgpu.DAWN_DEVICE_TOGGLES_ON``/``_OFF``): with its default
+    timestamp quantization every kernel time was a multiple of 65536 ns, which made ``--kernels``
+    tables and ``bench_gemm`` on Dawn round their figures to tens of microseconds."""
+    found = json.loads(output(KERNEL_TIMES, environment(tmp_path, "dawn", mesa25())))
+    assert set(webgpu.DAWN_DEVICE_TOGGLES_ON) <= set(found["toggles"])
+    assert not set(webgpu.DAWN_DEVICE_TOGGLES_OFF) & set(found["toggles"])
+    assert found["ns"] and any(ns % 65536 for ns in found["ns"]), found["ns"]
