@@ -18,17 +18,16 @@ transcribes one: ``Engine.transcribe_piece`` on the same samples, with the same 
 * A take with no closing pause is one piece, and ``finish`` gives exactly what ``transcribe`` gives on
   the same audio. A take of several pieces may differ from it: the offline pass cuts only at the
   window, and a model's words near a cut may change with what it hears around them (docs/ARCHITECTURE.md).
-* A pause in the open piece as long as one that closes a piece (``CLOSING_PAUSE``), in a piece too short
-  to close, starts a pass on it, even where no partial pass runs, for families that read windows
-  (Whisper) and, for every family, on a piece after the take's first: if the key-up comes in that
-  pause, with nothing the VAD takes for speech after the audio the pass heard, that pass is final and
-  the key-up waits only for what is left of it. Whisper hears every piece padded with silence to its
-  window, so the quiet it did not hear changes its text little: the take's text is the offline one,
-  and the words' probabilities (perhaps their times) may differ a little. Other families hear the
-  piece's length and may change a word with more quiet ("10" for "ten"): a take of one piece, whose
-  text is the offline one, has its key-up pass on the whole piece; a take of several may differ from
-  the offline text anyway (above). If the speaker goes on, the pass is stale (below;
-  docs/PERFORMANCE.md: the pause's pass).
+* A pause in the open piece of ``KEY_UP_QUIET``, half of one that closes a piece, starts a pass on it,
+  even where no partial pass runs, for families that read windows (Whisper) and, for every family, on
+  a piece after the take's first: if the key-up comes in that pause, with nothing the VAD takes for
+  speech after the audio the pass heard, that pass is final and the key-up waits only for what is left
+  of it. Whisper hears every piece padded with silence to its window, so the quiet it did not hear
+  changes its text little: the take's text is the offline one, and the words' probabilities (perhaps
+  their times) may differ a little. Other families hear the piece's length and may change a word with
+  more quiet ("10" for "ten"): a take of one piece, whose text is the offline one, has its key-up pass
+  on the whole piece; a take of several may differ from the offline text anyway (above). If the
+  speaker goes on, the pass is stale (below; docs/PERFORMANCE.md: the pause's pass).
 * ``feed`` (the caller's thread) cuts pieces and runs the VAD on the new audio, a small fraction of real time
   (docs/PERFORMANCE.md: a stream's feed).
 * Passes run on the session's own thread. A pass on the open piece transcribes its speech so far
@@ -84,6 +83,8 @@ FEED_SECONDS = 0.05  # how often a dictation's new audio reaches its session (th
 MIN_STEP = 0.25  # seconds of new audio before another partial pass
 UNINTERRUPTIBLE_BUDGET = 0.5  # seconds a pass may take for partial passes to run when the family can't drop one
 MIN_CLOSED_PIECE = 8.0  # seconds of a piece before the pause that closes it
+KEY_UP_QUIET = CLOSING_PAUSE / 2  # seconds of quiet after the speech that a pause's pass hears: the key-up
+# often comes within a pause's first half second, and the pass that will be its text has begun by then
 IDLE_CHECK = 0.1  # seconds between the pass thread's looks when no audio arrives
 
 
@@ -301,10 +302,10 @@ class StreamSession:
         lock held): the family reads windows (Whisper, whose every piece is padded with silence to its
         window, so more quiet after the speech changes what it hears little) or the piece is not the
         take's first (a take of several pieces may differ from the offline text), the pass heard all of
-        the piece's speech and ``CLOSING_PAUSE`` of the quiet after it (a pause that closes a piece ends
-        it no sooner), and nothing the VAD takes for speech came after the audio it heard, a burst too
-        short to count as a word included. Other families hear a piece's length (Moonshine normalises
-        over all of it) and may write a word otherwise with more quiet after it ("10" for "ten")."""
+        the piece's speech and ``KEY_UP_QUIET`` of the quiet after it, and nothing the VAD takes for
+        speech came after the audio it heard, a burst too short to count as a word included. Other
+        families hear a piece's length (Moonshine normalises over all of it) and may write a word
+        otherwise with more quiet after it ("10" for "ten")."""
         if not (self.engine.reads_windows or piece is not self._pieces[0]) or piece.vad is None or span is None \
                 or (piece.pcm is not None and span.end > len(piece.pcm)):
             return False
@@ -313,7 +314,7 @@ class StreamSession:
             return False
         loud = np.flatnonzero(np.asarray(piece.vad.probabilities) >= THRESHOLD)
         last_sound = max(found[-1][1], (loud[-1] + 1) * WINDOW if len(loud) else 0)
-        return last_sound + CLOSING_PAUSE * SAMPLE_RATE <= span.end
+        return last_sound + KEY_UP_QUIET * SAMPLE_RATE <= span.end
 
     def _kept_is_final(self, piece: _Piece, language: str | None) -> bool:
         """Whether the pass kept for ``piece`` gives its final text (``_final_so_far``), with ``language``

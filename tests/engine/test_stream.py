@@ -20,7 +20,8 @@ from sayso.engine.audio import load_audio
 from sayso.engine.errors import Interrupted
 from sayso.engine.gguf.reader import ModelFile
 from sayso.engine.segmenter import SAMPLE_RATE
-from sayso.engine.vad import CLOSING_PAUSE, speech_segments
+from sayso.engine.stream import KEY_UP_QUIET
+from sayso.engine.vad import speech_segments
 from sayso.engine.wer import count_errors
 from sayso.engine.whisper.frontend import N_FRAMES, LogMel, log_mel
 
@@ -79,10 +80,10 @@ def test_final_text_of_every_clip(engines, model, monkeypatch):
 
 
 def ends_in_a_pause(pcm: np.ndarray) -> bool:
-    """Whether ``pcm``'s last speech is followed by a pause as long as one that closes a piece: Whisper's
-    text of a take that ends so may come from the pass that pause started, whose probabilities (and
-    perhaps times) can differ a little from the offline ones, since it heard less of the quiet."""
-    return speech_segments(pcm)[-1][1] + CLOSING_PAUSE * SAMPLE_RATE <= len(pcm)
+    """Whether ``pcm``'s last speech is followed by a pause that starts a pass (``KEY_UP_QUIET``): Whisper's
+    text of a take that ends so may come from that pass, whose probabilities (and perhaps times) can
+    differ a little from the offline ones, since it heard less of the quiet."""
+    return speech_segments(pcm)[-1][1] + KEY_UP_QUIET * SAMPLE_RATE <= len(pcm)
 
 
 def three_clips_with_pauses() -> tuple[np.ndarray, list[np.ndarray]]:
@@ -195,6 +196,20 @@ def test_whispers_pass_a_pause_starts_is_the_key_ups_unless_something_is_said_af
         assert words(final.text).startswith(words(before.text))
         if tail is word:  # its three words after the pause's
             assert len(words(final.text).split()) == len(words(before.text).split()) + 3, final.text
+
+
+@needs_clips("commands/goforward.wav")
+def test_a_key_up_a_third_of_a_second_into_the_pause_finds_its_pass_done(engines):
+    """The pause's pass starts after ``KEY_UP_QUIET`` of quiet, before a pause could close a piece: a
+    key-up 0.3 s after "Go forward ten meters" runs no pass, and its text is the offline one."""
+    engine = engines["whisper-tiny.en"]
+    said = load_audio(AUDIO / "commands/goforward.wav")
+    take = said[: speech_segments(said)[-1][1] + SAMPLE_RATE * 3 // 10]
+    session = engine.stream(background=False, partials=False)
+    for start in range(0, len(take), 800):
+        session.feed(take[start : start + 800])
+    final, transcribed = finish_counting_passes(engine, session)
+    assert transcribed == [] and final.text == engine.transcribe(take).text
 
 
 @needs_clips("commands/goforward.wav", "cards/001.wav")
