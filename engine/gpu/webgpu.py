@@ -12,7 +12,7 @@ and wgpu-native everywhere else. The choice and its reason are ``Choice``, which
 ``Device.describe`` and ``sayso doctor`` show.
 
 Dawn is made ``wgpu`` for the process by ``wgpudawn.install_as_wgpu``. Everything this module takes
-from Dawn beyond wgpu-py's API (its instance toggles, its adapter properties) is here; the one
+from Dawn beyond wgpu-py's API (its instance and device toggles, its adapter properties) is here; the one
 public-API path is wgpu-native with no Dawn at all (``SAYSO_WEBGPU=wgpu``).
 """
 
