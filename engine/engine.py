@@ -206,8 +206,8 @@ class Engine:
         return self._heard(samples).segments()
 
     def _heard(self, samples: np.ndarray) -> Vad:
-        """A fresh ``Vad`` fed ``samples`` (this engine detects speech)."""
-        vad = Vad(PAUSE_SECONDS, model=self.vad)
+        """A fresh ``Vad`` (``speech_vad``) fed ``samples`` (this engine detects speech)."""
+        vad = self.speech_vad()
         with self._host_work():
             vad.feed(samples)
         return vad
